@@ -1,0 +1,134 @@
+"""The notebook face: one object over the warehouse, the SQL models, the rules and reports.
+
+    import gpuinsight as gi
+    wh = gi.open("fleet.duckdb")
+    wh.query("waste_breakdown", by="namespace")
+
+The CLI is a thin layer over the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from gpuinsight.config import Config
+from gpuinsight.sources.base import LoadReport
+from gpuinsight.sql import QueryRegistry, load_registry
+from gpuinsight.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from gpuinsight.rules.base import Plan
+
+
+class GpuInsight:
+    def __init__(self, config: Config, *, read_only: bool = False) -> None:
+        self.config = config
+        self.wh = Warehouse(config.db_path, read_only=read_only)
+        self.registry: QueryRegistry = load_registry()
+
+    # -- reading ---------------------------------------------------------------------------
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run one named SQL model from ``queries/`` with bound parameters."""
+        with self.wh._lock:
+            return self.registry.run(self.wh.con, name, **params)
+
+    def sql(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Ad-hoc SQL against the warehouse (bind values with ``?`` or ``$name``)."""
+        return self.wh.sql(sql, params)
+
+    def queries(self) -> pl.DataFrame:
+        """The catalog of SQL models: name, grain, parameters, description."""
+        rows = [
+            {
+                "name": q.name,
+                "grain": q.grain,
+                "params": ", ".join(p.name for p in q.params),
+                "materialized": q.materialize,
+                "description": q.description,
+            }
+            for q in (self.registry.get(n) for n in self.registry.names())
+        ]
+        return pl.DataFrame(rows)
+
+    def refresh(self) -> list[str]:
+        """Rebuild the materialized models from the loaded data, atomically."""
+        with self.wh.transaction() as con:
+            return self.registry.refresh(con)
+
+    # -- loading ---------------------------------------------------------------------------
+    def load_sample(self, folder: Path | None = None) -> list[LoadReport]:
+        """Load a generated fleet (``sample_data/`` by default): metrics, dumps, prices."""
+        from gpuinsight.sources.sample_dir import load_sample_dir
+
+        reports = load_sample_dir(self.wh, self.config, folder)
+        self.refresh()
+        return reports
+
+    def collect_prometheus(
+        self, since: datetime, until: datetime, step_s: int = 300, *, raw: bool = False
+    ) -> LoadReport:
+        from gpuinsight.sources.prometheus import PrometheusSource
+
+        report = PrometheusSource(self.config).collect(self.wh, since, until, step_s, raw=raw)
+        self.refresh()
+        return report
+
+    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None) -> LoadReport:
+        from gpuinsight.sources import kubernetes
+
+        if from_dir is not None:
+            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir))
+        else:
+            report = kubernetes.collect_live(self.wh, self.config, context=context)
+        self.refresh()
+        return report
+
+    def collect_prices(self, *, catalog: Path | None = None, aws_region: str | None = None) -> LoadReport:
+        from gpuinsight.sources import prices
+
+        if aws_region:
+            report = prices.load_aws(self.wh, self.config, aws_region)
+        else:
+            report = prices.load_catalog(self.wh, self.config, catalog)
+        self.refresh()
+        return report
+
+    def import_alibaba_openb(self, pods: Path, nodes: Path) -> LoadReport:
+        from gpuinsight.sources.alibaba import import_openb
+
+        report = import_openb(self.wh, self.config, Path(pods), Path(nodes))
+        self.refresh()
+        return report
+
+    # -- deciding and acting ---------------------------------------------------------------
+    def recommend(self, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
+        from gpuinsight.rules.engine import run_rules
+
+        return run_rules(self, settings or self.config.rule_settings)
+
+    def report(self, out: Path, *, png_dir: Path | None = None, upload: str | None = None) -> Path:
+        from gpuinsight.reports.html import write_report
+
+        return write_report(self, Path(out), png_dir=png_dir, upload=upload)
+
+    def close(self) -> None:
+        self.wh.close()
+
+    def __enter__(self) -> GpuInsight:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(path: str | Path | None = None, *, config: Config | None = None, read_only: bool = False) -> GpuInsight:  # noqa: A001
+    """Open (creating and migrating if needed) a warehouse file."""
+    cfg = config or Config.from_env(path)
+    if path is not None and config is not None:
+        cfg = cfg.with_(db_path=Path(path))
+    return GpuInsight(cfg, read_only=read_only)

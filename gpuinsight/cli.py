@@ -1,0 +1,376 @@
+"""Command line: a thin layer over :mod:`gpuinsight.api`.
+
+Exit codes (design.md): 0 success, 1 runtime failure, 2 bad usage or bad input. Errors are
+one line on stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gpuinsight.config import Config, PrometheusConfig
+from gpuinsight.errors import BadInput, GpuInsightError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(exc: BaseException, debug: bool) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    code = exc.exit_code if isinstance(exc, GpuInsightError) else 1
+    click.echo(f"gpuinsight: error: {exc}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn exceptions into one-line messages and the design's exit codes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except GpuInsightError as exc:
+            _fail(exc, debug)
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+            _fail(BadInput(f"{exc.filename}: {exc.strerror}"), debug)
+        except KeyboardInterrupt:
+            click.echo("gpuinsight: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # a bug or an unexpected failure: still one line
+            _fail(exc, debug)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def db_option(fn: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Warehouse file (default: $GPUINSIGHT_DB, else ./gpuinsight.duckdb).",
+    )(fn)
+
+
+def cluster_option(fn: F) -> F:
+    return click.option("--cluster", default="default", show_default=True,
+                        help="Cluster name stored with every row loaded.")(fn)
+
+
+def make_config(db: Path | None, **changes: Any) -> Config:
+    ctx = click.get_current_context()
+    root = ctx.find_root().params
+    return Config.from_env(db, progress=sys.stderr.isatty(), debug=bool(root.get("debug")), **changes)
+
+
+def open_gi(db: Path | None, **changes: Any):  # noqa: ANN201 - GpuInsight, imported lazily
+    from gpuinsight.api import GpuInsight
+
+    return GpuInsight(make_config(db, **changes))
+
+
+def parse_time(value: str | None, *, default: datetime | None = None) -> datetime | None:
+    """ISO-8601 or relative (``7d``, ``12h``) before now; returned as naive UTC."""
+    if value is None:
+        return default
+    from gpuinsight.sql.registry import parse_duration
+
+    try:
+        return datetime.now(UTC).replace(tzinfo=None) - parse_duration(value)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BadInput(f"time {value!r}: use ISO-8601 (2026-11-01T00:00Z) or a relative like 7d") from exc
+    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def emit_frame(frame: Any, fmt: str) -> None:
+    import polars as pl
+
+    assert isinstance(frame, pl.DataFrame)
+    if fmt == "csv":
+        click.echo(frame.write_csv(), nl=False)
+    elif fmt == "json":
+        click.echo(frame.write_json())
+    else:
+        with pl.Config(tbl_rows=200, tbl_cols=40, fmt_str_lengths=60, tbl_width_chars=200,
+                       tbl_hide_dataframe_shape=True):
+            click.echo(str(frame))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(package_name="gpuinsight")
+def main(debug: bool) -> None:
+    """GPU cost and utilization analytics for Kubernetes.
+
+    Collect DCGM metrics and scheduling history into DuckDB, see where GPU money goes,
+    and get (and safely apply) changes that save it.
+    """
+
+
+# -- demo --------------------------------------------------------------------------------------
+@main.command()
+@db_option
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuinsight-demo"),
+              show_default=True, help="Folder for report.html and recommendations.json.")
+@click.option("--sample", "sample", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A generated fleet folder (default: the embedded sample_data/).")
+@handle_errors
+def demo(db: Path | None, out: Path, sample: Path | None) -> None:
+    """Build a warehouse from the embedded sample fleet, write a report and recommendations."""
+    from gpuinsight.demo import run_demo
+
+    db_path = db or (out / "demo.duckdb")
+    summary = run_demo(make_config(db_path), out, sample)
+    click.echo(summary)
+
+
+# -- collect -----------------------------------------------------------------------------------
+@main.group()
+def collect() -> None:
+    """Pull metrics, scheduling history and prices into the warehouse."""
+
+
+@collect.command("prometheus")
+@db_option
+@cluster_option
+@click.option("--url", required=True, help="Prometheus-compatible base URL (Prometheus, Thanos, Mimir, VictoriaMetrics).")
+@click.option("--since", default=None, help="Start: ISO-8601 or relative (7d). Default: the stored cursor, else 1d.")
+@click.option("--until", default=None, help="End: ISO-8601 or relative. Default: now.")
+@click.option("--step", default="5m", show_default=True, help="Rollup step; PromQL reduces samples to it on the server.")
+@click.option("--raw", is_flag=True, help="Pull raw samples instead of server-side rollups.")
+@click.option("--bearer-token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="File holding a bearer token (never logged or stored).")
+@click.option("--basic-auth-user", default=None, help="Basic auth user; password from $GPUINSIGHT_PROM_PASSWORD.")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None, help="CA bundle for TLS.")
+@click.option("--insecure", is_flag=True, help="Skip TLS verification.")
+@click.option("--header", "headers", multiple=True, help="Extra header K=V (e.g. X-Scope-OrgID=team for Mimir).")
+@click.option("--concurrency", default=4, show_default=True, help="Concurrent range queries.")
+@handle_errors
+def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | None, until: str | None, step: str,
+                       raw: bool, bearer_token_file: Path | None, basic_auth_user: str | None,
+                       ca_file: str | None, insecure: bool, headers: tuple[str, ...], concurrency: int) -> None:
+    """Pull dcgm-exporter and kube-state-metrics history (idempotent, incremental)."""
+    import os
+
+    from gpuinsight.sql.registry import parse_duration
+
+    hdrs: dict[str, str] = {}
+    for h in headers:
+        if "=" not in h:
+            raise BadInput(f"--header {h!r}: expected K=V")
+        k, v = h.split("=", 1)
+        hdrs[k.strip()] = v.strip()
+    token = bearer_token_file.read_text().strip() if bearer_token_file else None
+    basic = (basic_auth_user, os.environ.get("GPUINSIGHT_PROM_PASSWORD", "")) if basic_auth_user else None
+    try:
+        step_s = int(parse_duration(step).total_seconds())
+    except ValueError as exc:
+        raise BadInput(f"--step {step!r}: use a duration like 60s, 5m, 1h") from exc
+    prom = PrometheusConfig(url=url, bearer_token=token, basic_auth=basic, ca_file=ca_file,
+                            insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency)
+    with open_gi(db, cluster=cluster, prometheus=prom) as gi:
+        start = parse_time(since)
+        end = parse_time(until, default=datetime.now(UTC).replace(tzinfo=None))
+        report = gi.collect_prometheus(start, end, step_s, raw=raw)  # type: ignore[arg-type]
+        click.echo(report.summary())
+
+
+@collect.command("kubernetes")
+@db_option
+@cluster_option
+@click.option("--context", default=None, help="kubeconfig context (default: current, or in-cluster).")
+@click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Folder of kubectl JSON/YAML dumps instead of a live cluster.")
+@handle_errors
+def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_dir: Path | None) -> None:
+    """Scheduling state from a live cluster (read-only) or from kubectl dumps."""
+    if context and from_dir:
+        raise BadInput("--context and --from-dir are exclusive")
+    with open_gi(db, cluster=cluster) as gi:
+        report = gi.collect_kubernetes(context=context, from_dir=from_dir)
+        click.echo(report.summary())
+        for note in report.notes:
+            click.echo(f"note: {note}")
+
+
+@collect.command("prices")
+@db_option
+@click.option("--catalog", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Price catalog CSV (default: the shipped AWS us-east-1 catalog).")
+@click.option("--aws", "aws_region", default=None, help="Pull on-demand and spot prices from AWS for REGION.")
+@handle_errors
+def collect_prices(db: Path | None, catalog: Path | None, aws_region: str | None) -> None:
+    """Load a price catalog (on-demand and spot, per instance type or GPU model)."""
+    if catalog and aws_region:
+        raise BadInput("--catalog and --aws are exclusive")
+    with open_gi(db) as gi:
+        click.echo(gi.collect_prices(catalog=catalog, aws_region=aws_region).summary())
+
+
+# -- import ------------------------------------------------------------------------------------
+@main.group("import")
+def import_() -> None:
+    """Load public GPU cluster traces."""
+
+
+@import_.command("alibaba-openb")
+@db_option
+@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@handle_errors
+def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
+    """Load the Alibaba GPU trace (openb, ATC'23) scheduling history."""
+    with open_gi(db) as gi:
+        click.echo(gi.import_alibaba_openb(pods, nodes).summary())
+
+
+# -- simulate ----------------------------------------------------------------------------------
+@main.command()
+@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--policy", default="gpuinsight", show_default=True,
+              help="first-fit, best-fit, gpu-packing, gpu-clustering, dot-product, random, fgd, gpuinsight.")
+@click.option("--seed", default=42, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@handle_errors
+def simulate(pods: Path, nodes: Path, policy: str, seed: int, fmt: str) -> None:
+    """What-if replay of a scheduling trace under a placement policy (FGD paper metrics)."""
+    from gpuinsight import simulate as sim
+
+    try:
+        result = sim.run_simulation(pods, nodes, policy, seed=seed)
+    except sim.TraceError as exc:
+        raise BadInput(str(exc)) from exc
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    data = result.to_dict()
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        click.echo(sim.format_table(data) if hasattr(sim, "format_table") else json.dumps(data, indent=2, default=str))
+
+
+# -- query -------------------------------------------------------------------------------------
+@main.command()
+@db_option
+@click.argument("name", required=False)
+@click.option("--param", "params", multiple=True, help="k=v, repeatable (see `gpuinsight query` for each model's).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@handle_errors
+def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) -> None:
+    """Run one named SQL model; with no NAME, list the models."""
+    from gpuinsight.api import GpuInsight
+
+    cfg = make_config(db)
+    if not cfg.db_path.exists():
+        raise BadInput(f"{cfg.db_path}: no warehouse here (run `gpuinsight demo` or a collection first)")
+    with GpuInsight(cfg, read_only=True) as gi:
+        if not name:
+            emit_frame(gi.queries(), fmt)
+            return
+        kv: dict[str, str] = {}
+        for p in params:
+            if "=" not in p:
+                raise BadInput(f"--param {p!r}: expected k=v")
+            k, v = p.split("=", 1)
+            kv[k.strip()] = v
+        emit_frame(gi.query(name, **kv), fmt)
+
+
+# -- recommend / rollback ----------------------------------------------------------------------
+@main.command()
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "csv"]), default="table", show_default=True)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="YAML/JSON file of rule settings: {rule: {setting: value}}.")
+@click.option("--set", "sets", multiple=True, help="rule.setting=value, repeatable (see `gpuinsight rules`).")
+@click.option("--emit", "emit_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the changes as YAML (one file per object + kustomization.yaml).")
+@click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
+@click.option("--context", default=None, help="kubeconfig context for --apply and the live diff.")
+@handle_errors
+def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[str, ...], emit_dir: Path | None,
+              do_apply: bool, context: str | None) -> None:
+    """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
+    from gpuinsight.recommend_cli import run_recommend
+
+    with open_gi(db) as gi:
+        run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
+                      do_apply=do_apply, context=context)
+
+
+@main.command()
+@db_option
+@click.argument("plan_id")
+@click.option("--context", default=None, help="kubeconfig context.")
+@handle_errors
+def rollback(db: Path | None, plan_id: str, context: str | None) -> None:
+    """Revert what an apply changed, newest change first."""
+    from gpuinsight.recommend_cli import run_rollback
+
+    with open_gi(db) as gi:
+        run_rollback(gi, plan_id, context=context)
+
+
+@main.command()
+@handle_errors
+def rules() -> None:
+    """List the rules and their settings (defaults and help)."""
+    from gpuinsight.rules.registry import ALL_RULES
+
+    for rule in ALL_RULES:
+        click.echo(f"{rule.name}: {rule.summary}")
+        for s in rule.settings:
+            click.echo(f"  {rule.name}.{s.name} = {s.default!r}  {s.help}")
+
+
+# -- report / export ---------------------------------------------------------------------------
+@main.command()
+@db_option
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write.")
+@click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write each chart as PNG and SVG here.")
+@click.option("--upload", default=None, help="s3://bucket/prefix to upload the report to.")
+@handle_errors
+def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None) -> None:
+    """The waste & savings report: one self-contained HTML file."""
+    with open_gi(db) as gi:
+        path = gi.report(out, png_dir=png_dir, upload=upload)
+        click.echo(f"wrote {path}")
+
+
+@main.command()
+@db_option
+@click.option("--to", "dest", required=True, help="Folder or s3://bucket/prefix.")
+@handle_errors
+def export(db: Path | None, dest: str) -> None:
+    """Write warehouse tables as hive-partitioned Parquet (by cluster and day)."""
+    from gpuinsight.warehouse.export import export_tables
+
+    with open_gi(db) as gi:
+        for line in export_tables(gi.wh, dest):
+            click.echo(line)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

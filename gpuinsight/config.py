@@ -1,0 +1,55 @@
+"""One explicit configuration object, passed down from the faces (CLI, notebook API).
+
+Nothing reads module-level globals or environment variables except :meth:`Config.from_env`,
+which only the CLI calls.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DB = "gpuinsight.duckdb"
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    url: str = ""
+    bearer_token: str | None = None          # never logged or stored
+    basic_auth: tuple[str, str] | None = None
+    ca_file: str | None = None
+    insecure_skip_verify: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 60.0
+    retries: int = 3
+    concurrency: int = 4
+    max_points_per_series: int = 11_000      # Prometheus rejects more per range query
+
+    def redacted(self) -> dict[str, Any]:
+        """What may appear in logs and the warehouse: no credentials, no header values."""
+        return {"url": self.url, "auth": "bearer" if self.bearer_token else ("basic" if self.basic_auth else None),
+                "headers": sorted(self.headers)}
+
+
+@dataclass(frozen=True)
+class Config:
+    db_path: Path = Path(DEFAULT_DB)
+    cluster: str = "default"
+    catalog: str | None = None               # price catalog name; None = newest loaded
+    window_days: float | None = None          # analysis window; None = all data
+    production_namespaces: tuple[str, ...] = ("prod*", "production*")
+    production_priority_classes: tuple[str, ...] = ("*prod*", "*critical*")
+    progress: bool = False                   # progress bars (the CLI sets it on terminals only)
+    debug: bool = False
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    rule_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> Config:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, db: str | os.PathLike[str] | None = None, **changes: Any) -> Config:
+        path = db or os.environ.get("GPUINSIGHT_DB") or DEFAULT_DB
+        return cls(db_path=Path(path), **changes)

@@ -1,0 +1,120 @@
+"""The rule interface and the recommendation object (design.md, "Recommendation objects").
+
+A rule is a pure function of DataFrames: it names the SQL models it needs, declares its
+settings (with defaults and help, shown by the CLI), and turns frames into recommendations.
+Rules never talk to Prometheus, Kubernetes or AWS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import polars as pl
+
+RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+    def coerce(self, value: Any) -> Any:
+        if isinstance(value, str) and not isinstance(self.default, str):
+            if isinstance(self.default, bool):
+                return value.lower() in ("1", "true", "yes")
+            return type(self.default)(value)
+        return value
+
+
+@dataclass
+class Recommendation:
+    rule: str
+    title: str
+    namespace: str | None = None
+    workload: str | None = None
+    node: str | None = None
+    queue: str | None = None
+    current: dict[str, Any] = field(default_factory=dict)
+    proposed: dict[str, Any] = field(default_factory=dict)
+    monthly_savings_usd: float = 0.0
+    confidence: float = 0.5
+    evidence: dict[str, Any] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    # What the change touches, for the action builders: {"kind", "namespace", "name", ...}
+    target: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULE_NAMES:
+            raise ValueError(f"unknown rule {self.rule!r}")
+        if not self.id:
+            self.id = stable_id(self.rule, self.namespace, self.workload, self.node, self.queue)
+        self.monthly_savings_usd = round(float(self.monthly_savings_usd), 2)
+        self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        order = ["id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
+                 "monthly_savings_usd", "confidence", "evidence", "actions", "target"]
+        return {k: d[k] for k in order}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recommendation:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def stable_id(rule: str, *parts: str | None) -> str:
+    """Same finding, same id, across runs: a hash of the rule and its target."""
+    key = "|".join([rule, *[p or "" for p in parts]])
+    return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+class Rule:
+    """Subclass per rule: set ``name``, ``needs`` (SQL model names) and ``settings``."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]]
+    settings: ClassVar[tuple[Setting, ...]] = ()
+
+    @classmethod
+    def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        overrides = overrides or {}
+        known = {s.name: s for s in cls.settings}
+        unknown = set(overrides) - set(known)
+        if unknown:
+            raise ValueError(f"rule {cls.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+        return {s.name: s.coerce(overrides.get(s.name, s.default)) for s in cls.settings}
+
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
+        raise NotImplementedError
+
+
+@dataclass
+class Plan:
+    plan_id: str
+    created_at: datetime
+    catalog: str | None
+    window: tuple[datetime | None, datetime | None]
+    recommendations: list[Recommendation]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_monthly_savings_usd(self) -> float:
+        return round(sum(r.monthly_savings_usd for r in self.recommendations), 2)
+
+    def to_json_obj(self) -> list[dict[str, Any]]:
+        """The fixed interface: a JSON array of recommendation objects."""
+        return [r.to_dict() for r in self.recommendations]
+
+    @staticmethod
+    def new_id(now: datetime | None = None) -> str:
+        now = now or datetime.now(UTC)
+        return "plan-" + now.strftime("%Y%m%dT%H%M%SZ")

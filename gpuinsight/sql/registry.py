@@ -1,0 +1,272 @@
+"""Load ``queries/*.sql`` by name and run them with bound parameters.
+
+Each file opens with a header of ``-- key: value`` lines::
+
+    -- name: gpu_hourly_utilization
+    -- grain: one row per GPU (or MIG instance) per hour
+    -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
+    -- depends: allocation_hourly
+    -- materialize: table
+    -- description: what it answers; continuation lines start with "--   ".
+
+Parameters are referenced in the body as ``$name`` and always bound, never pasted. A model
+with ``materialize: table`` is built into a table of the same name by :meth:`refresh`, in
+dependency order, so the models that read it stay simple and fast. Errors from DuckDB are
+reported as ``file.sql:LINE`` because the body is run with its header, line for line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from gpuinsight.errors import BadInput, NotFound, RuntimeFailure
+from gpuinsight.paths import queries_dir
+
+_HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*)$")
+_CONT = re.compile(r"^--\s{2,}(.*)$")
+_PARAM = re.compile(
+    r"^(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+)(?:\s*=\s*(?P<default>[^-]+?))?\s*(?:--\s*(?P<help>.*))?$"
+)
+_REF = re.compile(r"\$([a-z_][a-z0-9_]*)")
+_LINE = re.compile(r"LINE (\d+):")
+_TYPES = {"TIMESTAMP", "DATE", "VARCHAR", "DOUBLE", "INTEGER", "BOOLEAN", "INTERVAL"}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: Any
+    help: str
+
+    def coerce(self, value: Any) -> Any:
+        """Turn a CLI string (or a Python value) into the declared type."""
+        if value is None or (isinstance(value, str) and value.lower() in ("", "null", "none")):
+            return None
+        if not isinstance(value, str):
+            return value
+        try:
+            if self.type == "TIMESTAMP":
+                return _parse_time(value)
+            if self.type == "DATE":
+                return date.fromisoformat(value)
+            if self.type == "DOUBLE":
+                return float(value)
+            if self.type == "INTEGER":
+                return int(value)
+            if self.type == "BOOLEAN":
+                if value.lower() in ("true", "1", "yes"):
+                    return True
+                if value.lower() in ("false", "0", "no"):
+                    return False
+                raise ValueError(value)
+            if self.type == "INTERVAL":
+                return parse_duration(value)
+        except ValueError as exc:
+            raise BadInput(f"parameter {self.name}: {value!r} is not a valid {self.type}") from exc
+        return value
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    path: Path
+    grain: str
+    description: str
+    params: tuple[Param, ...]
+    depends: tuple[str, ...]
+    materialize: bool
+    text: str
+    header_lines: int = field(default=0)
+
+    def bind(self, values: dict[str, Any]) -> dict[str, Any]:
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise BadInput(
+                f"{self.name}: unknown parameter(s) {', '.join(unknown)}; "
+                f"known: {', '.join(known) or 'none'}"
+            )
+        bound = {}
+        for p in self.params:
+            bound[p.name] = p.coerce(values[p.name]) if p.name in values else p.coerce(p.default)
+        return bound
+
+
+def parse_duration(text: str) -> timedelta:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    n = float(m.group(1))
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+    return timedelta(seconds=n * unit)
+
+
+def _parse_time(text: str) -> datetime:
+    text = text.strip()
+    try:
+        return datetime.now().astimezone().replace(tzinfo=None) - parse_duration(text)
+    except ValueError:
+        pass
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is not None:
+        from datetime import UTC
+
+        dt = dt.astimezone(UTC).replace(tzinfo=None)
+    return dt
+
+
+def parse_query_file(path: Path) -> Query:
+    text = path.read_text(encoding="utf-8")
+    meta: dict[str, str] = {}
+    params: list[Param] = []
+    last_key = None
+    header_lines = 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.startswith("--"):
+            break
+        header_lines = lineno
+        cont = _CONT.match(line)
+        m = _HEADER.match(line)
+        if m and not cont:
+            key, value = m.group(1), m.group(2).strip()
+            last_key = key
+            if key == "param":
+                pm = _PARAM.match(value)
+                if not pm or pm.group("type") not in _TYPES:
+                    raise RuntimeFailure(f"{path.name}:{lineno}: bad param declaration {value!r}")
+                default = (pm.group("default") or "NULL").strip()
+                params.append(
+                    Param(pm.group("name"), pm.group("type"), None if default.upper() == "NULL" else default,
+                          (pm.group("help") or "").strip())
+                )
+            else:
+                meta[key] = value
+        elif cont and last_key and last_key != "param":
+            meta[last_key] = (meta.get(last_key, "") + " " + cont.group(1).strip()).strip()
+    for required in ("name", "grain", "description"):
+        if not meta.get(required):
+            raise RuntimeFailure(f"{path.name}:1: header lacks '-- {required}:'")
+    if meta["name"] != path.stem:
+        raise RuntimeFailure(f"{path.name}:1: name {meta['name']!r} differs from the file name")
+    body = "\n".join(text.splitlines()[header_lines:])
+    referenced = set(_REF.findall(_strip_comments(body)))
+    declared = {p.name for p in params}
+    if referenced - declared:
+        raise RuntimeFailure(f"{path.name}: uses undeclared parameter(s) {sorted(referenced - declared)}")
+    if declared - referenced:
+        raise RuntimeFailure(f"{path.name}: declares unused parameter(s) {sorted(declared - referenced)}")
+    materialize = meta.get("materialize", "").strip() == "table"
+    if materialize and params:
+        raise RuntimeFailure(f"{path.name}: a materialized model cannot take parameters")
+    depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
+    return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
+                 materialize, text, header_lines)
+
+
+def _strip_comments(sql: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+class QueryRegistry:
+    def __init__(self, queries: dict[str, Query]) -> None:
+        self.queries = queries
+        for q in queries.values():
+            for dep in q.depends:
+                if dep not in queries:
+                    raise RuntimeFailure(f"{q.path.name}: depends on unknown model {dep!r}")
+                if not queries[dep].materialize:
+                    raise RuntimeFailure(f"{q.path.name}: depends on {dep!r}, which is not materialized")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.queries
+
+    def get(self, name: str) -> Query:
+        try:
+            return self.queries[name]
+        except KeyError:
+            raise NotFound(f"no query named {name!r}; try one of: {', '.join(sorted(self.queries))}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self.queries)
+
+    def build_order(self) -> list[Query]:
+        """Materialized models, dependencies first."""
+        order: list[Query] = []
+        seen: set[str] = set()
+
+        def visit(q: Query, stack: tuple[str, ...]) -> None:
+            if q.name in stack:
+                raise RuntimeFailure(f"{q.path.name}: dependency cycle {' -> '.join((*stack, q.name))}")
+            if q.name in seen:
+                return
+            for dep in q.depends:
+                visit(self.queries[dep], (*stack, q.name))
+            seen.add(q.name)
+            if q.materialize:
+                order.append(q)
+
+        for name in sorted(self.queries):
+            visit(self.queries[name], ())
+        return order
+
+    def run(self, con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
+        q = self.get(name)
+        if q.materialize:
+            if params:
+                raise BadInput(f"{name}: takes no parameters")
+            return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
+        return _execute(con, q, q.text, q.bind(params))
+
+    def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """(Re)build every materialized model; the caller owns the transaction."""
+        built = []
+        for q in self.build_order():
+            _execute_ddl(con, q)
+            built.append(q.name)
+        return built
+
+
+def _error_location(q: Query, exc: duckdb.Error, offset: int = 0) -> str:
+    msg = str(exc).splitlines()[0]
+    m = _LINE.search(str(exc))
+    line = int(m.group(1)) + offset if m else q.header_lines + 1
+    return f"{q.path.name}:{line}: {msg}"
+
+
+def _execute(
+    con: duckdb.DuckDBPyConnection, q: Query, sql: str, params: dict[str, Any], *, body_is_file: bool = True
+) -> pl.DataFrame:
+    try:
+        return con.execute(sql, params).pl() if params else con.execute(sql).pl()
+    except duckdb.CatalogException as exc:
+        if not body_is_file:
+            raise BadInput(f"{q.name}: not built yet; load data first (gpuinsight demo / collect)") from exc
+        raise RuntimeFailure(_error_location(q, exc)) from exc
+    except duckdb.Error as exc:
+        raise RuntimeFailure(_error_location(q, exc)) from exc
+
+
+def _execute_ddl(con: duckdb.DuckDBPyConnection, q: Query) -> None:
+    # The header is comment lines, so "CREATE ... AS" + newline + text keeps line numbers +1.
+    sql = f'CREATE OR REPLACE TABLE "{q.name}" AS\n{q.text.rstrip().rstrip(";")}'
+    try:
+        con.execute(sql)
+    except duckdb.Error as exc:
+        raise RuntimeFailure(_error_location(q, exc, offset=-1)) from exc
+
+
+def load_registry(root: Path | None = None) -> QueryRegistry:
+    folder = root or queries_dir()
+    queries = {}
+    for path in sorted(folder.glob("*.sql")):
+        q = parse_query_file(path)
+        queries[q.name] = q
+    return QueryRegistry(queries)

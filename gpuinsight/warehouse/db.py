@@ -1,0 +1,165 @@
+"""Connection handling and the one load primitive every source uses: ``merge``.
+
+``merge`` stages a batch and, inside one transaction, deletes the rows whose natural key is in
+the batch and inserts the batch. Loading the same batch twice therefore leaves the same rows,
+and a crash mid-load leaves the previous state (DuckDB rolls back an unfinished transaction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.warehouse.migrations import migrate
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    path = Path(path)
+    if read_only and not path.exists():
+        raise BadInput(f"{path}: no warehouse here (run a collection or `gpuinsight demo` first)")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        raise RuntimeFailure(f"{path}: cannot open warehouse: {exc}") from exc
+    except duckdb.Error as exc:
+        raise BadInput(f"{path}: not a DuckDB warehouse: {exc}") from exc
+
+
+class Warehouse:
+    """An open warehouse: a DuckDB connection with the schema migrated."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.con = connect(self.path, read_only=read_only)
+        self._lock = threading.RLock()
+        if not read_only:
+            migrate(self.con)
+
+    # -- plumbing --------------------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                yield self.con
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
+    def columns(self, table: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        if not rows:
+            raise RuntimeFailure(f"unknown warehouse table {table!r}")
+        return [r[0] for r in rows]
+
+    def count(self, table: str) -> int:
+        self.columns(table)  # validates the name against the catalog before it is quoted
+        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        return int(row[0]) if row else 0
+
+    # -- loads -----------------------------------------------------------------------------
+    def merge(
+        self,
+        table: str,
+        frame: pl.DataFrame,
+        key: Sequence[str],
+        *,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> int:
+        """Upsert ``frame`` into ``table`` by natural ``key``; returns rows written.
+
+        Pass ``con`` to take part in a caller's transaction (several tables loaded atomically).
+        """
+        if frame.height == 0:
+            return 0
+        cols = self.columns(table)
+        extra = [c for c in frame.columns if c not in cols]
+        if extra:
+            raise RuntimeFailure(f"{table}: loader produced unknown columns {extra}")
+        missing_key = [k for k in key if k not in frame.columns]
+        if missing_key:
+            raise RuntimeFailure(f"{table}: batch lacks key columns {missing_key}")
+        batch = frame.unique(subset=list(key), keep="last", maintain_order=True)
+        if con is None:
+            with self.transaction() as tx:
+                return self._merge(tx, table, batch, key)
+        return self._merge(con, table, batch, key)
+
+    @staticmethod
+    def _merge(
+        con: duckdb.DuckDBPyConnection, table: str, batch: pl.DataFrame, key: Sequence[str]
+    ) -> int:
+        # Names come from the catalog check above, never from user input.
+        arrow = batch.to_arrow()
+        con.register("_gi_batch", arrow)
+        try:
+            on = " AND ".join(f't."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
+            con.execute(f'DELETE FROM "{table}" AS t USING _gi_batch AS b WHERE {on}')
+            col_list = ", ".join(f'"{c}"' for c in batch.columns)
+            con.execute(f'INSERT INTO "{table}" ({col_list}) SELECT {col_list} FROM _gi_batch')
+        finally:
+            con.unregister("_gi_batch")
+        return batch.height
+
+    def replace_where(
+        self,
+        table: str,
+        frame: pl.DataFrame,
+        where_sql: str,
+        params: Sequence[Any],
+        *,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> int:
+        """Delete the rows matching a fixed predicate (bound parameters) and insert ``frame``.
+
+        For sources whose unit of replacement is a window or a snapshot rather than a key.
+        """
+        self.columns(table)
+
+        def run(tx: duckdb.DuckDBPyConnection) -> int:
+            tx.execute(f'DELETE FROM "{table}" WHERE {where_sql}', list(params))
+            if frame.height:
+                tx.register("_gi_batch", frame.to_arrow())
+                try:
+                    col_list = ", ".join(f'"{c}"' for c in frame.columns)
+                    tx.execute(f'INSERT INTO "{table}" ({col_list}) SELECT {col_list} FROM _gi_batch')
+                finally:
+                    tx.unregister("_gi_batch")
+            return frame.height
+
+        if con is None:
+            with self.transaction() as tx:
+                return run(tx)
+        return run(con)
+
+    # -- reads -----------------------------------------------------------------------------
+    def sql(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Ad-hoc SQL with bound parameters, as a polars DataFrame."""
+        with self._lock:
+            try:
+                rel = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+                return rel.pl()
+            except duckdb.Error as exc:
+                raise BadInput(f"SQL error: {str(exc).splitlines()[0]}") from exc
