@@ -28,6 +28,7 @@ import polars as pl
 
 from gpuinsight.errors import BadInput, NotFound, RuntimeFailure
 from gpuinsight.paths import queries_dir
+from gpuinsight.warehouse.db import to_polars
 
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*)$")
 _CONT = re.compile(r"^--\s{2,}(.*)$")
@@ -245,7 +246,7 @@ def _execute(
     con: duckdb.DuckDBPyConnection, q: Query, sql: str, params: dict[str, Any], *, body_is_file: bool = True
 ) -> pl.DataFrame:
     try:
-        return con.execute(sql, params).pl() if params else con.execute(sql).pl()
+        return to_polars(con, sql, params or None)
     except duckdb.CatalogException as exc:
         if not body_is_file:
             raise BadInput(f"{q.name}: not built yet; load data first (gpuinsight demo / collect)") from exc

@@ -20,6 +20,16 @@ from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.warehouse.migrations import migrate
 
 
+def to_polars(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+) -> pl.DataFrame:
+    """Run one query with bound parameters and return a polars DataFrame (via Arrow)."""
+    rel = con.sql(sql, params=params) if params else con.sql(sql)
+    if rel is None:  # a statement without a result
+        return pl.DataFrame()
+    return rel.pl()
+
+
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     path = Path(path)
     if read_only and not path.exists():
@@ -159,7 +169,6 @@ class Warehouse:
         """Ad-hoc SQL with bound parameters, as a polars DataFrame."""
         with self._lock:
             try:
-                rel = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-                return rel.pl()
+                return to_polars(self.con, sql, params)
             except duckdb.Error as exc:
                 raise BadInput(f"SQL error: {str(exc).splitlines()[0]}") from exc

@@ -263,7 +263,7 @@ CREATE TABLE IF NOT EXISTS applied_actions (
     applied          JSON,             -- what was sent
     status           VARCHAR,          -- dry-run-ok | applied | failed | rolled-back
     message          VARCHAR,
-    at               TIMESTAMP,
+    applied_at       TIMESTAMP,
     PRIMARY KEY (plan_id, seq)
 );
 

@@ -1,0 +1,32 @@
+-- name: chargeback
+-- grain: one row per group (namespace, queue or team, per $by), plus '(unallocated)'
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: by VARCHAR = namespace -- charge to: namespace | queue | team (pod label team, else namespace)
+-- description: what each group costs and how much of it was idle. Unlike OpenCost and
+--   Kubecost, which count only unallocated capacity as idle, the idle and underused cost of
+--   requested GPUs is charged to whoever requested them (idle_usd); unallocated capacity is a
+--   separate row. total_usd = used_usd + idle_usd + unmeasured_usd.
+WITH g AS (
+    SELECT
+        CASE $by
+            WHEN 'namespace' THEN namespace
+            WHEN 'queue' THEN coalesce(queue, CASE WHEN namespace IS NOT NULL THEN '(no queue)' END)
+            WHEN 'team' THEN team
+            ELSE error('by must be one of namespace, queue, team')
+        END AS grp,
+        bucket, gpu_hours, usd
+    FROM waste_hourly
+    WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+)
+SELECT
+    coalesce(grp, '(unallocated)') AS "group",
+    sum(usd) AS total_usd,
+    coalesce(sum(usd) FILTER (WHERE bucket = 'used'), 0) AS used_usd,
+    coalesce(sum(usd) FILTER (WHERE bucket IN ('idle', 'underused', 'unallocated')), 0) AS idle_usd,
+    coalesce(sum(usd) FILTER (WHERE bucket = 'unmeasured'), 0) AS unmeasured_usd,
+    sum(gpu_hours) AS gpu_hours,
+    coalesce(sum(usd) FILTER (WHERE bucket IN ('idle', 'underused', 'unallocated')), 0) / nullif(sum(usd), 0) AS idle_share
+FROM g
+GROUP BY 1
+ORDER BY total_usd DESC NULLS LAST, 1

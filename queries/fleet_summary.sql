@@ -1,0 +1,33 @@
+-- name: fleet_summary
+-- grain: one row for the whole fleet over the window
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- description: the headline numbers: GPUs, nodes, window, GPU-hours (capacity, allocated,
+--   used), cost by bucket, monthly run rates (730 h), and the price catalog they came from.
+WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
+nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
+w AS (SELECT * FROM analysis_window),
+hrs AS (SELECT sum(covered_s) / 3600.0 / nullif(count(DISTINCT (cluster, node)), 0) AS hours FROM nh)
+SELECT
+    (SELECT sum(gpu_count) FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
+    (SELECT count(DISTINCT (cluster, node)) FROM nh) AS nodes,
+    greatest(w.window_start, coalesce($since, w.window_start)) AS window_start,
+    least(w.window_end, coalesce($until, w.window_end)) AS window_end,
+    epoch(least(w.window_end, coalesce($until, w.window_end))
+          - greatest(w.window_start, coalesce($since, w.window_start))) / 3600.0 AS hours,
+    (SELECT sum(gpu_hours) FROM nh) AS gpu_hours,
+    (SELECT sum(gpu_hours) FROM wh WHERE bucket <> 'unallocated') AS allocated_gpu_hours,
+    (SELECT sum(gpu_hours) FROM wh WHERE bucket = 'used') AS used_gpu_hours,
+    (SELECT sum(usd) FROM wh) AS total_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'used') AS used_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'idle') AS idle_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'underused') AS underused_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'unallocated') AS unallocated_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'unmeasured') AS unmeasured_usd,
+    (SELECT sum(usd) FROM wh) * 730.0 / nullif(hours, 0) AS monthly_spend_usd,
+    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket IN ('idle', 'underused', 'unallocated'))
+        * 730.0 / nullif(hours, 0) AS monthly_waste_usd,
+    (SELECT sum(covered_s) / 3600.0 FROM nh WHERE price_missing) AS unpriced_node_hours,
+    w.catalog,
+    w.catalog_as_of
+FROM w

@@ -1,0 +1,30 @@
+-- name: gpu_heatmap
+-- grain: one row per node per clock hour
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- description: node-level GR engine activity per hour (mean over the node's GPUs; MIG
+--   instances weighted by their compute slices / 7) and GPUs allocated that hour, for the fleet
+--   utilization heatmap.
+WITH u AS (
+    SELECT cluster, node, hour,
+           sum(gr_active_avg * wt) / nullif(sum(wt), 0) AS gr_active_avg
+    FROM (
+        SELECT *, CASE WHEN mig_instance < 0 THEN 1.0
+                       ELSE coalesce(try_cast(regexp_extract(mig_profile, '^(\d+)g', 1) AS INTEGER), 1) / 7.0 END AS wt
+        FROM gpu_hourly
+        WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+    )
+    GROUP BY cluster, node, hour
+),
+a AS (
+    SELECT cluster, node, hour, sum(gpu_hours) AS allocated_gpus
+    FROM allocation_hourly
+    WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+    GROUP BY cluster, node, hour
+)
+SELECT nh.node, nh.node_pool, nh.hour, u.gr_active_avg, coalesce(a.allocated_gpus, 0) AS allocated_gpus, nh.gpu_count
+FROM node_hours nh
+LEFT JOIN u ON u.cluster = nh.cluster AND u.node = nh.node AND u.hour = nh.hour
+LEFT JOIN a ON a.cluster = nh.cluster AND a.node = nh.node AND a.hour = nh.hour
+WHERE nh.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND nh.hour < coalesce($until, 'infinity'::TIMESTAMP)
+ORDER BY nh.node_pool, nh.node, nh.hour

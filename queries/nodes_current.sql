@@ -1,0 +1,24 @@
+-- name: nodes_current
+-- grain: one row per GPU node present at the end of the window
+-- depends: node_hours, placement_current
+-- description: the nodes binpack can move work between or free: pool, zone, capacity type,
+--   GPU model and count, MIG configuration, GPUs held now, and the hourly price (NULL when the
+--   catalog has none).
+WITH last AS (
+    SELECT nh.*, row_number() OVER (PARTITION BY cluster, node ORDER BY hour DESC) AS rn
+    FROM node_hours nh
+),
+held AS (
+    SELECT cluster, node, sum(gpus) AS gpus_held, count(*) AS pods
+    FROM placement_current
+    GROUP BY cluster, node
+)
+SELECT l.cluster, l.node, l.node_pool, l.zone, l.capacity_type, l.instance_type, l.gpu_model, l.gpu_count,
+       l.mig_config, coalesce(h.gpus_held, 0) AS gpus_held, coalesce(h.pods, 0) AS pods,
+       l.usd_per_hour, l.on_demand_usd_per_hour, n.node_pool_kind, n.labels
+FROM last l
+JOIN analysis_window w ON l.hour + INTERVAL 1 HOUR >= w.window_end
+LEFT JOIN held h ON h.cluster = l.cluster AND h.node = l.node
+LEFT JOIN nodes n ON n.cluster = l.cluster AND n.node = l.node
+WHERE l.rn = 1
+ORDER BY l.node_pool, l.node

@@ -1,0 +1,41 @@
+-- name: waste_breakdown
+-- grain: one row per group (namespace, queue, workload, node_pool or node, per $by)
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node
+-- description: GPU-hours and dollars per cost bucket: used, idle (allocated, <5 % active),
+--   underused (allocated, the inactive share), unallocated (capacity nobody requested) and
+--   unmeasured (held by pods with no DCGM series). Unallocated capacity has no namespace,
+--   queue or workload and shows as the group '(unallocated)'. Columns add up to node cost.
+WITH g AS (
+    SELECT
+        CASE $by
+            WHEN 'namespace' THEN namespace
+            WHEN 'queue' THEN coalesce(queue, CASE WHEN namespace IS NOT NULL THEN '(no queue)' END)
+            WHEN 'workload' THEN namespace || '/' || workload
+            WHEN 'node_pool' THEN coalesce(node_pool, '(no pool)')
+            WHEN 'node' THEN node
+            ELSE error('by must be one of namespace, queue, workload, node_pool, node')
+        END AS grp,
+        bucket, gpu_hours, usd
+    FROM waste_hourly
+    WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP)
+      AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+)
+SELECT
+    coalesce(grp, '(unallocated)') AS "group",
+    sum(usd) FILTER (WHERE bucket = 'used') AS used_usd,
+    sum(usd) FILTER (WHERE bucket = 'idle') AS idle_usd,
+    sum(usd) FILTER (WHERE bucket = 'underused') AS underused_usd,
+    sum(usd) FILTER (WHERE bucket = 'unallocated') AS unallocated_usd,
+    sum(usd) FILTER (WHERE bucket = 'unmeasured') AS unmeasured_usd,
+    sum(usd) AS total_usd,
+    sum(gpu_hours) FILTER (WHERE bucket = 'used') AS used_gpu_hours,
+    sum(gpu_hours) FILTER (WHERE bucket = 'idle') AS idle_gpu_hours,
+    sum(gpu_hours) FILTER (WHERE bucket = 'underused') AS underused_gpu_hours,
+    sum(gpu_hours) FILTER (WHERE bucket = 'unallocated') AS unallocated_gpu_hours,
+    sum(gpu_hours) FILTER (WHERE bucket = 'unmeasured') AS unmeasured_gpu_hours,
+    sum(gpu_hours) AS gpu_hours
+FROM g
+GROUP BY 1
+ORDER BY total_usd DESC NULLS LAST, 1

@@ -1,0 +1,50 @@
+-- name: waste_hourly
+-- grain: one row per node per clock hour per holder (namespace, workload) per cost bucket
+-- materialize: table
+-- depends: allocation_hourly, node_hours
+-- description: every dollar of node cost in exactly one bucket. For each node-hour the GPU
+--   capacity is split among the pods holding GPUs (shares scaled down when a node is
+--   oversubscribed, e.g. time-slicing) and the rest is 'unallocated'. A holder's share is
+--   'idle' when its GPUs' GR engine activity averaged under 5 % that hour, else split into
+--   'used' (x activity) and 'underused' (x 1 - activity); 'unmeasured' when no DCGM series
+--   was attributed to the pod. Buckets of a node-hour add up to its cost_usd exactly.
+WITH tot AS (
+    SELECT cluster, node, hour, sum(gpu_hours) AS alloc_gh
+    FROM allocation_hourly
+    GROUP BY cluster, node, hour
+),
+cap AS (
+    SELECT nh.*, coalesce(t.alloc_gh, 0) AS alloc_gh, greatest(nh.gpu_hours, coalesce(t.alloc_gh, 0)) AS denom
+    FROM node_hours nh
+    LEFT JOIN tot t ON t.cluster = nh.cluster AND t.node = nh.node AND t.hour = nh.hour
+),
+held AS (
+    SELECT
+        a.cluster, a.hour, a.node, coalesce(c.node_pool, a.node_pool) AS node_pool,
+        coalesce(c.capacity_type, a.capacity_type) AS capacity_type, coalesce(c.gpu_model, a.gpu_model) AS gpu_model, a.namespace, a.workload_kind,
+        a.workload, a.queue, a.production, a.team, a.gr_active_avg AS gr,
+        -- a pod on a node with no inventory row keeps its GPU-hours, with no price
+        coalesce(a.gpu_hours * c.gpu_hours / nullif(c.denom, 0), a.gpu_hours) AS gh,
+        c.cost_usd * a.gpu_hours / nullif(c.denom, 0) AS usd,
+        coalesce(c.price_missing, true) AS price_missing
+    FROM allocation_hourly a
+    LEFT JOIN cap c ON c.cluster = a.cluster AND c.node = a.node AND c.hour = a.hour
+),
+rows AS (
+    SELECT *, 'unmeasured' AS bucket, gh AS gpu_hours, usd AS bucket_usd FROM held WHERE gr IS NULL
+    UNION ALL
+    SELECT *, 'idle', gh, usd FROM held WHERE gr < 0.05
+    UNION ALL
+    SELECT *, 'used', gh * gr, usd * gr FROM held WHERE gr >= 0.05
+    UNION ALL
+    SELECT *, 'underused', gh * (1 - gr), usd * (1 - gr) FROM held WHERE gr >= 0.05
+    UNION ALL
+    SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           gpu_hours - alloc_gh, cost_usd * (gpu_hours - alloc_gh) / nullif(denom, 0), price_missing,
+           'unallocated', gpu_hours - alloc_gh, cost_usd * (gpu_hours - alloc_gh) / nullif(denom, 0)
+    FROM cap
+    WHERE gpu_hours - alloc_gh > 1e-9
+)
+SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, namespace, workload_kind, workload, queue,
+       production, team, bucket, gpu_hours, bucket_usd AS usd, price_missing
+FROM rows

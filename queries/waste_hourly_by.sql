@@ -1,0 +1,25 @@
+-- name: waste_hourly_by
+-- grain: one row per clock hour per group (per $by) per cost bucket
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node
+-- description: the cost buckets of waste_breakdown over time, for stacked charts of idle and
+--   waste cost by namespace or queue.
+SELECT
+    hour,
+    coalesce(CASE $by
+        WHEN 'namespace' THEN namespace
+        WHEN 'queue' THEN coalesce(queue, CASE WHEN namespace IS NOT NULL THEN '(no queue)' END)
+        WHEN 'workload' THEN namespace || '/' || workload
+        WHEN 'node_pool' THEN coalesce(node_pool, '(no pool)')
+        WHEN 'node' THEN node
+        ELSE error('by must be one of namespace, queue, workload, node_pool, node')
+    END, '(unallocated)') AS "group",
+    bucket,
+    sum(gpu_hours) AS gpu_hours,
+    sum(usd) AS usd
+FROM waste_hourly
+WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP)
+  AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+GROUP BY ALL
+ORDER BY hour, "group", bucket

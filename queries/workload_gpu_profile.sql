@@ -1,0 +1,115 @@
+-- name: workload_gpu_profile
+-- grain: one row per workload (cluster, namespace, kind, name) that held GPUs in the window
+-- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
+-- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: namespace VARCHAR = NULL -- only this namespace
+-- description: how each workload uses the GPUs it holds: GPU-hours allocated and their list
+--   cost; GR and SM activity mean, p50/p95/p99 and max over samples (0..1; on a MIG instance
+--   relative to the instance); framebuffer used p95/p99/max (MiB) and the GPU's memory;
+--   active fraction (share of samples above 5 % GR active); diurnal swing of the hour-of-day
+--   profile ((max - min) / mean); pod runtimes of finished pods; GPU model, pool, capacity
+--   type, queue and whether it is production. The input of every rule.
+WITH a AS (
+    SELECT * FROM allocation_hourly
+    WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP) AND ($namespace IS NULL OR namespace = $namespace)
+),
+alloc AS (
+    SELECT
+        cluster, namespace, workload_kind, workload,
+        any_value(queue) FILTER (WHERE queue IS NOT NULL) AS queue,
+        any_value(vcjob) FILTER (WHERE vcjob IS NOT NULL) AS vcjob,
+        any_value(podgroup) FILTER (WHERE podgroup IS NOT NULL) AS podgroup,
+        mode(gpu_model) AS gpu_model,
+        mode(node_pool) AS node_pool,
+        mode(capacity_type) AS capacity_type,
+        mode(instance_type) AS instance_type,
+        mode(zone) AS zone,
+        bool_or(production) AS production,
+        count(DISTINCT uid) AS pods,
+        max(gpus) AS gpus_per_pod,
+        max(gpu_request) AS gpu_request_per_pod,
+        any_value(mig_profile) FILTER (WHERE mig_profile IS NOT NULL) AS mig_profile,
+        sum(gpu_hours) AS gpu_hours,
+        sum(list_usd) AS cost_usd,
+        sum(list_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour,
+        count(DISTINCT hour) AS hours_held,
+        sum(gpu_hours) / nullif(count(DISTINCT hour), 0) AS avg_gpus_held,
+        min(hour) AS first_hour,
+        max(hour) AS last_hour
+    FROM a
+    GROUP BY cluster, namespace, workload_kind, workload
+),
+names AS (
+    SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
+    FROM pod_gpu_allocations
+    WHERE ($namespace IS NULL OR namespace = $namespace)
+    GROUP BY cluster, namespace, pod
+),
+s AS (
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.ts, g.gr_active, g.gr_active_max,
+           g.sm_active, g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib
+    FROM gpu_samples g
+    JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
+    WHERE g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
+),
+st AS (
+    SELECT
+        cluster, namespace, workload_kind, workload,
+        count(*) AS samples,
+        avg(gr_active) AS gr_mean,
+        quantile_cont(gr_active, 0.5) AS gr_p50,
+        quantile_cont(gr_active, 0.95) AS gr_p95,
+        quantile_cont(gr_active, 0.99) AS gr_p99,
+        max(coalesce(gr_active_max, gr_active)) AS gr_max,
+        avg(sm_active) AS sm_mean,
+        quantile_cont(sm_active, 0.95) AS sm_p95,
+        quantile_cont(sm_active, 0.99) AS sm_p99,
+        max(coalesce(sm_active_max, sm_active)) AS sm_max,
+        quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
+        quantile_cont(fb_used_mib, 0.99) AS fb_p99_mib,
+        max(coalesce(fb_used_max_mib, fb_used_mib)) AS fb_max_mib,
+        max(fb_used_mib + fb_free_mib) AS gpu_memory_mib,
+        avg(CASE WHEN gr_active > 0.05 THEN 1.0 ELSE 0.0 END) AS active_fraction
+    FROM s
+    GROUP BY cluster, namespace, workload_kind, workload
+),
+hod AS (
+    SELECT cluster, namespace, workload_kind, workload, hour(ts) AS h, avg(gr_active) AS g
+    FROM s
+    GROUP BY ALL
+),
+diurnal AS (
+    SELECT cluster, namespace, workload_kind, workload,
+           (max(g) - min(g)) / nullif(avg(g), 0) AS diurnal_swing,
+           arg_max(h, g) AS peak_hour_utc
+    FROM hod
+    GROUP BY ALL
+),
+rt AS (
+    SELECT cluster, namespace, workload_kind, workload,
+           count(*) FILTER (WHERE finished IS NOT NULL) AS finished_pods,
+           quantile_cont(epoch(finished - coalesce(started, scheduled, created)), 0.5)
+               FILTER (WHERE finished IS NOT NULL) AS runtime_p50_s,
+           quantile_cont(epoch(finished - coalesce(started, scheduled, created)), 0.9)
+               FILTER (WHERE finished IS NOT NULL) AS runtime_p90_s,
+           quantile_cont(epoch(scheduled - created), 0.95) FILTER (WHERE scheduled IS NOT NULL) AS pending_p95_s
+    FROM pod_gpu_allocations
+    WHERE ($namespace IS NULL OR namespace = $namespace)
+    GROUP BY ALL
+)
+SELECT
+    alloc.*,
+    st.samples, st.gr_mean, st.gr_p50, st.gr_p95, st.gr_p99, st.gr_max,
+    st.sm_mean, st.sm_p95, st.sm_p99, st.sm_max,
+    st.fb_p95_mib, st.fb_p99_mib, st.fb_max_mib,
+    coalesce(st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
+    st.active_fraction,
+    diurnal.diurnal_swing, diurnal.peak_hour_utc,
+    rt.finished_pods, rt.runtime_p50_s, rt.runtime_p90_s, rt.pending_p95_s
+FROM alloc
+LEFT JOIN st USING (cluster, namespace, workload_kind, workload)
+LEFT JOIN diurnal USING (cluster, namespace, workload_kind, workload)
+LEFT JOIN rt USING (cluster, namespace, workload_kind, workload)
+LEFT JOIN (SELECT gpu_model, max(memory_mib) AS memory_mib FROM gpus GROUP BY gpu_model) gm
+  ON gm.gpu_model = alloc.gpu_model
+ORDER BY alloc.cost_usd DESC NULLS LAST, alloc.namespace, alloc.workload

@@ -1,0 +1,154 @@
+"""Cost, allocation and waste models on small fleets computed by hand."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import gpuinsight as gi
+from gpuinsight.errors import BadInput
+from tests.fleet_tables import T0, MiniFleet
+
+H1 = T0 + timedelta(hours=1)
+H2 = T0 + timedelta(hours=2)
+
+
+@pytest.fixture()
+def fleet(tmp_path: Path) -> gi.GpuInsight:
+    f = MiniFleet()
+    f.price("p5.48xlarge", "H100-80GB", 8, 55.04)
+    f.price("p5.4xlarge", "H100-80GB", 1, 6.88)
+    f.price("g6.xlarge", "L4", 1, 0.8048, 0.30)
+    # n1: 8 x H100 on demand, whole window
+    f.node("n1", "p5.48xlarge", "H100-80GB", 8, last=H2 - timedelta(seconds=300))
+    f.pod("busy", "n1", namespace="train", queue="q-train")
+    f.series("n1", 0, "busy", "train", 0.5, end=H2, fb_mib=60000)
+    f.pod("idle-nb", "n1", namespace="research", queue="q-research")
+    f.series("n1", 1, "idle-nb", "research", 0.01, end=H2)
+    f.pod("blind", "n1", namespace="train", queue="q-train")  # holds a GPU, no DCGM series
+    for g in range(3, 8):
+        f.series("n1", g, "", "", 0.0, end=H2)
+    # n2: 1 x L4 on spot; the pod arrives at 00:30
+    f.node("n2", "g6.xlarge", "L4", 1, capacity_type="spot", last=H2 - timedelta(seconds=300))
+    f.pod("svc", "n2", namespace="dev", start=T0 + timedelta(minutes=30))
+    f.series("n2", 0, "", "", 0.0, end=T0 + timedelta(minutes=30), mem_mib=22888)
+    f.series("n2", 0, "svc", "dev", 0.2, start=T0 + timedelta(minutes=30), end=H2, mem_mib=22888)
+    # n3: 1 x H100 in MIG mode, one 1g.10gb slice held
+    f.node("n3", "p5.4xlarge", "H100-80GB", 1, mig_config="all-1g.10gb", last=H2 - timedelta(seconds=300))
+    f.pod("embed", "n3", namespace="prod-inf", mig_profile="1g.10gb", gpus=1)
+    f.series("n3", 0, "embed", "prod-inf", 0.6, end=H2, mig_instance=7, mig_profile="1g.10gb")
+    # n4: an instance type the catalog does not know
+    f.node("n4", "x9.large", "L4", 1, last=H2 - timedelta(seconds=300))
+    f.queue("q-train", weight=4, deserved=16, capability=16)
+    f.queue("q-research", weight=4, deserved=24, capability=32)
+    g = gi.open(tmp_path / "t.duckdb")
+    f.load(g.wh)
+    g.refresh()
+    yield g
+    g.close()
+
+
+def test_window_and_node_costs(fleet: gi.GpuInsight) -> None:
+    w = fleet.query("analysis_window").row(0, named=True)
+    assert w["window_start"] == T0 and w["window_end"] == H2 and w["catalog"] == "test-catalog"
+    cost = fleet.query("node_hourly_cost")
+    by_node = {r["node"]: r for r in cost.group_by("node").agg(
+        cost=pl.col("cost_usd").sum(), missing=pl.col("price_missing").all(), nulls=pl.col("cost_usd").null_count()
+    ).to_dicts()}
+    assert by_node["n1"]["cost"] == pytest.approx(2 * 55.04)
+    assert by_node["n2"]["cost"] == pytest.approx(2 * 0.30)  # spot node at the spot price
+    assert by_node["n3"]["cost"] == pytest.approx(2 * 6.88)
+    assert by_node["n4"]["missing"] is True and by_node["n4"]["nulls"] == 2  # reported, not zero
+    missing = fleet.query("missing_prices")
+    assert missing["instance_type"].to_list() == ["x9.large"]
+
+
+def test_every_dollar_in_exactly_one_bucket(fleet: gi.GpuInsight) -> None:
+    wb = fleet.query("waste_breakdown", by="node")
+    rows = {r["group"]: r for r in wb.to_dicts()}
+    n1 = rows["n1"]
+    per_gpu_hour = 55.04 / 8
+    assert n1["used_usd"] == pytest.approx(2 * per_gpu_hour * 0.5)
+    assert n1["underused_usd"] == pytest.approx(2 * per_gpu_hour * 0.5)
+    assert n1["idle_usd"] == pytest.approx(2 * per_gpu_hour)
+    assert n1["unmeasured_usd"] == pytest.approx(2 * per_gpu_hour)  # flagged, not dropped
+    assert n1["unallocated_usd"] == pytest.approx(5 * 2 * per_gpu_hour)
+    assert n1["total_usd"] == pytest.approx(2 * 55.04)
+    n2 = rows["n2"]
+    assert n2["used_usd"] == pytest.approx(1.5 * 0.30 * 0.2)
+    assert n2["underused_usd"] == pytest.approx(1.5 * 0.30 * 0.8)
+    assert n2["unallocated_usd"] == pytest.approx(0.5 * 0.30)
+    n3 = rows["n3"]  # MIG slice costs its compute fraction: 1/7 of the GPU
+    assert n3["used_usd"] + n3["underused_usd"] == pytest.approx(2 * 6.88 / 7)
+    assert n3["unallocated_usd"] == pytest.approx(2 * 6.88 * 6 / 7)
+    # and the whole: buckets add up to the priced node cost
+    total = fleet.sql("SELECT sum(cost_usd) FROM node_hours").item()
+    assert wb["total_usd"].sum() == pytest.approx(total)
+
+
+def test_chargeback_charges_idle_to_requester(fleet: gi.GpuInsight) -> None:
+    cb = {r["group"]: r for r in fleet.query("chargeback", by="namespace").to_dicts()}
+    assert cb["research"]["idle_usd"] == pytest.approx(2 * 55.04 / 8)
+    assert cb["research"]["used_usd"] == 0
+    assert cb["(unallocated)"]["total_usd"] == pytest.approx(5 * 2 * 55.04 / 8 + 0.5 * 0.30 + 2 * 6.88 * 6 / 7)
+    by_queue = {r["group"]: r for r in fleet.query("chargeback", by="queue").to_dicts()}
+    assert by_queue["q-train"]["total_usd"] == pytest.approx(4 * 55.04 / 8)
+
+
+def test_partial_hours_prorated_and_unmeasured_listed(fleet: gi.GpuInsight) -> None:
+    alloc = fleet.query("workload_gpu_profile", namespace="dev").row(0, named=True)
+    assert alloc["gpu_hours"] == pytest.approx(1.5)
+    assert alloc["cost_usd"] == pytest.approx(1.5 * 0.30)
+    assert alloc["gr_p95"] == pytest.approx(0.2)
+    assert alloc["capacity_type"] == "spot"
+    unmeasured = fleet.query("unmeasured_pods")
+    assert unmeasured["pod"].to_list() == ["blind"]
+
+
+def test_workload_profile_figures(fleet: gi.GpuInsight) -> None:
+    prof = {r["workload"]: r for r in fleet.query("workload_gpu_profile").to_dicts()}
+    assert prof["busy"]["gr_mean"] == pytest.approx(0.5)
+    assert prof["busy"]["fb_max_mib"] == pytest.approx(60000)
+    assert prof["busy"]["active_fraction"] == pytest.approx(1.0)
+    assert prof["idle-nb"]["active_fraction"] == pytest.approx(0.0)
+    assert prof["embed"]["gpu_hours"] == pytest.approx(2 / 7)
+    assert prof["embed"]["production"] is True
+    assert prof["busy"]["production"] is False
+    assert prof["blind"]["samples"] is None
+
+
+def test_fragmentation_and_queue_usage(fleet: gi.GpuInsight) -> None:
+    frag = fleet.query("fragmentation")
+    first = frag.filter(frag["hour"] == T0).row(0, named=True)
+    # one pool "pool": n1 has 5 free on a partly used node, n2 0.5 free (pod from 00:30), n3 6/7 free, n4 empty
+    assert first["free_gpus_partial_nodes"] == pytest.approx(5 + 0.5 + 6 / 7)
+    assert first["free_gpus_empty_nodes"] == pytest.approx(1)
+    q = {r["queue"]: r for r in fleet.query("queue_usage").to_dicts()}
+    assert q["q-research"]["deserved_gpu"] == 24
+    assert q["q-research"]["allocated_gpu_avg"] == pytest.approx(1.0)
+    assert q["q-train"]["allocated_gpu_avg"] == pytest.approx(2.0)
+
+
+def test_fleet_summary_run_rates(fleet: gi.GpuInsight) -> None:
+    s = fleet.query("fleet_summary").row(0, named=True)
+    total = 2 * 55.04 + 2 * 0.30 + 2 * 6.88
+    assert s["total_usd"] == pytest.approx(total)
+    assert s["monthly_spend_usd"] == pytest.approx(total / 2 * 730)
+    assert s["gpus"] == 11
+    assert s["catalog"] == "test-catalog"
+    assert s["unpriced_node_hours"] == pytest.approx(2)
+
+
+def test_window_parameters_and_bad_values(fleet: gi.GpuInsight) -> None:
+    one = fleet.query("waste_breakdown", by="node", since=H1.isoformat())
+    n1 = one.filter(one["group"] == "n1").row(0, named=True)
+    assert n1["total_usd"] == pytest.approx(55.04)
+    with pytest.raises(Exception, match="by must be one of"):
+        fleet.query("waste_breakdown", by="planet")
+    with pytest.raises(BadInput, match="unknown parameter"):
+        fleet.query("waste_breakdown", colour="red")
+    with pytest.raises(BadInput, match="not a valid TIMESTAMP"):
+        fleet.query("waste_breakdown", since="yesterday-ish")
