@@ -1,5 +1,6 @@
 -- name: 002_reference
 -- description: static reference data the models join against: MIG GPU-instance profiles per
+--   GPU model and the maximal valid per-GPU layouts (derived from NVML placements);
 --   GPU model (profile names and max instances from NVIDIA mig-parted's default config;
 --   slice counts from the NVML placement data; see docs/models.md for the citation).
 
@@ -49,3 +50,53 @@ INSERT OR REPLACE INTO mig_profiles VALUES
     ('H200-141GB', '3g.71gb', 71, 3, 4, 2),
     ('H200-141GB', '4g.71gb', 71, 4, 4, 1),
     ('H200-141GB', '7g.141gb', 141, 7, 8, 1);
+
+-- Maximal non-overlapping GPU-instance layouts of a 7-compute / 8-memory-slice GPU. Any
+-- sub-multiset of a layout is valid. "1g.2x" = the 1-compute-slice profile with 2 memory slices.
+CREATE TABLE IF NOT EXISTS mig_layouts (
+    layout_id            INTEGER PRIMARY KEY,
+    slice_classes        VARCHAR NOT NULL,
+    compute_slices_used  INTEGER NOT NULL,
+    memory_slices_used   INTEGER NOT NULL,
+    instances            INTEGER NOT NULL
+);
+
+INSERT OR REPLACE INTO mig_layouts VALUES
+    (1, '7g', 7, 8, 1),
+    (2, '4g+3g', 7, 8, 2),
+    (3, '4g+2g+1g.2x', 7, 8, 3),
+    (4, '4g+2g+1g', 7, 7, 3),
+    (5, '4g+1g.2x+1g.2x', 6, 8, 3),
+    (6, '4g+1g.2x+1g', 6, 7, 3),
+    (7, '4g+1g.2x+1g+1g', 7, 8, 4),
+    (8, '4g+1g+1g+1g', 7, 7, 4),
+    (9, '3g+3g', 6, 8, 2),
+    (10, '3g+2g+2g', 7, 8, 3),
+    (11, '3g+2g+1g.2x', 6, 8, 3),
+    (12, '3g+2g+1g', 6, 7, 3),
+    (13, '3g+2g+1g+1g', 7, 8, 4),
+    (14, '3g+1g.2x+1g.2x', 5, 8, 3),
+    (15, '3g+1g.2x+1g', 5, 7, 3),
+    (16, '3g+1g.2x+1g+1g', 6, 8, 4),
+    (17, '3g+1g+1g+1g', 6, 7, 4),
+    (18, '3g+1g+1g+1g+1g', 7, 8, 5),
+    (19, '2g+2g+2g+1g.2x', 7, 8, 4),
+    (20, '2g+2g+2g+1g', 7, 7, 4),
+    (21, '2g+2g+1g.2x+1g.2x', 6, 8, 4),
+    (22, '2g+2g+1g.2x+1g', 6, 7, 4),
+    (23, '2g+2g+1g.2x+1g+1g', 7, 8, 5),
+    (24, '2g+2g+1g+1g+1g', 7, 7, 5),
+    (25, '2g+1g.2x+1g.2x+1g.2x', 5, 8, 4),
+    (26, '2g+1g.2x+1g.2x+1g', 5, 7, 4),
+    (27, '2g+1g.2x+1g.2x+1g+1g', 6, 8, 5),
+    (28, '2g+1g.2x+1g+1g+1g', 6, 7, 5),
+    (29, '2g+1g.2x+1g+1g+1g+1g', 7, 8, 6),
+    (30, '2g+1g+1g+1g+1g+1g', 7, 7, 6),
+    (31, '1g.2x+1g.2x+1g.2x+1g.2x', 4, 8, 4),
+    (32, '1g.2x+1g.2x+1g.2x+1g', 4, 7, 4),
+    (33, '1g.2x+1g.2x+1g.2x+1g+1g', 5, 8, 5),
+    (34, '1g.2x+1g.2x+1g+1g+1g', 5, 7, 5),
+    (35, '1g.2x+1g.2x+1g+1g+1g+1g', 6, 8, 6),
+    (36, '1g.2x+1g+1g+1g+1g+1g', 6, 7, 6),
+    (37, '1g.2x+1g+1g+1g+1g+1g+1g', 7, 8, 7),
+    (38, '1g+1g+1g+1g+1g+1g+1g', 7, 7, 7);
