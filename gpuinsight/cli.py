@@ -49,6 +49,8 @@ def handle_errors(fn: F) -> F:
             _fail(exc, debug)
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
             _fail(BadInput(f"{exc.filename}: {exc.strerror}"), debug)
+        except BrokenPipeError:  # output piped into head & co.
+            sys.exit(0)
         except KeyboardInterrupt:
             click.echo("gpuinsight: interrupted", err=True)
             sys.exit(130)
@@ -235,8 +237,10 @@ def import_() -> None:
 
 @import_.command("alibaba-openb")
 @db_option
-@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="openb_pod_list_*.csv")
+@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="openb_node_list_*.csv")
 @handle_errors
 def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
     """Load the Alibaba GPU trace (openb, ATC'23) scheduling history."""
@@ -246,12 +250,15 @@ def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
 
 # -- simulate ----------------------------------------------------------------------------------
 @main.command()
-@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--pods", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Pod list CSV (openb format).")
+@click.option("--nodes", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Node list CSV (openb format).")
 @click.option("--policy", default="gpuinsight", show_default=True,
               help="first-fit, best-fit, gpu-packing, gpu-clustering, dot-product, random, fgd, gpuinsight.")
-@click.option("--seed", default=42, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--seed", default=42, show_default=True, help="Seed of the pod sampling (as the paper: 42..51).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="Output format.")
 @handle_errors
 def simulate(pods: Path, nodes: Path, policy: str, seed: int, fmt: str) -> None:
     """What-if replay of a scheduling trace under a placement policy (FGD paper metrics)."""
@@ -275,7 +282,8 @@ def simulate(pods: Path, nodes: Path, policy: str, seed: int, fmt: str) -> None:
 @db_option
 @click.argument("name", required=False)
 @click.option("--param", "params", multiple=True, help="k=v, repeatable (see `gpuinsight query` for each model's).")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="Output format.")
 @handle_errors
 def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) -> None:
     """Run one named SQL model; with no NAME, list the models."""
@@ -300,7 +308,8 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
 # -- recommend / rollback ----------------------------------------------------------------------
 @main.command()
 @db_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "csv"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "csv"]), default="table", show_default=True,
+              help="Output format (json is the fixed recommendation interface).")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="YAML/JSON file of rule settings: {rule: {setting: value}}.")
 @click.option("--set", "sets", multiple=True, help="rule.setting=value, repeatable (see `gpuinsight rules`).")

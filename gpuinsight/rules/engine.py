@@ -59,6 +59,7 @@ def evaluate_rules(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str
 
 
 def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
+    resolve_all(settings)  # bad settings fail before any query runs
     frames = frames_for(gi, needed_frames())
     recs = evaluate_rules(frames, settings)
     window = frames["analysis_window"].row(0, named=True) if frames["analysis_window"].height else {}

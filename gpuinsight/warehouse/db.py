@@ -39,7 +39,10 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     try:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
-        raise RuntimeFailure(f"{path}: cannot open warehouse: {exc}") from exc
+        first = str(exc).splitlines()[0]
+        if "not a valid DuckDB database" in first:
+            raise BadInput(f"{path}: not a DuckDB warehouse file") from exc
+        raise RuntimeFailure(f"{path}: cannot open warehouse: {first}") from exc
     except duckdb.Error as exc:
         raise BadInput(f"{path}: not a DuckDB warehouse: {exc}") from exc
 

@@ -1,0 +1,61 @@
+"""``gpuinsight demo``: the whole pipeline on the embedded sample fleet, no cluster needed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from gpuinsight.api import GpuInsight
+from gpuinsight.config import Config
+from gpuinsight.rules.base import Plan
+
+
+def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    # The demo always starts from an empty warehouse so its figures are the sample's alone.
+    for suffix in ("", ".wal"):
+        Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
+    with GpuInsight(config) as gi:
+        loads = gi.load_sample(sample)
+        plan = gi.recommend()
+        (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
+        report = gi.report(out / "report.html")
+        text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
+    took = time.perf_counter() - started
+    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
+            f"(warehouse {config.db_path}) in {took:.1f} s")
+
+
+def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
+    s = gi.query("fleet_summary").row(0, named=True)
+    catalog = f"{s['catalog']} ({s['catalog_as_of']})" if s.get("catalog") else "no price catalog"
+    lines = []
+    if loads_line:
+        lines.append(f"loaded: {loads_line}")
+    lines += [
+        f"fleet: {s['gpus'] or 0:g} GPUs on {s['nodes'] or 0} nodes, {s['hours'] or 0:.0f} h "
+        f"({s['window_start']} .. {s['window_end']} UTC); prices: {catalog}",
+        f"GPU-hours: {s['gpu_hours'] or 0:,.0f} capacity, {s['allocated_gpu_hours'] or 0:,.0f} allocated, "
+        f"{s['used_gpu_hours'] or 0:,.0f} used (GR engine active)",
+        f"spend ${s['total_usd'] or 0:,.0f} in the window = ${s['monthly_spend_usd'] or 0:,.0f}/month; "
+        f"waste ${s['monthly_waste_usd'] or 0:,.0f}/month (idle ${s['idle_usd'] or 0:,.0f}, underused "
+        f"${s['underused_usd'] or 0:,.0f}, unallocated ${s['unallocated_usd'] or 0:,.0f} in the window)",
+    ]
+    idle = gi.query("chargeback", by="namespace").sort("idle_usd", descending=True).head(5)
+    if idle.height:
+        lines.append("idle cost by namespace (requested but unused, in the window):")
+        for r in idle.to_dicts():
+            lines.append(f"  {r['group']:<24} ${r['idle_usd']:>10,.0f} of ${r['total_usd'] or 0:>10,.0f}")
+    if plan.recommendations:
+        by_rule: dict[str, list[float]] = {}
+        for rec in plan.recommendations:
+            by_rule.setdefault(rec.rule, []).append(rec.monthly_savings_usd)
+        lines.append(f"{len(plan.recommendations)} recommendations, ${plan.total_monthly_savings_usd:,.0f}/month "
+                     f"potential savings ({catalog}):")
+        for rule, savings in sorted(by_rule.items(), key=lambda kv: -sum(kv[1])):
+            lines.append(f"  {rule:<10} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
+    else:
+        lines.append("no recommendations: nothing in this fleet crossed a rule's thresholds")
+    return "\n".join(lines)

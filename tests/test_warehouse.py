@@ -1,0 +1,76 @@
+"""Migrations and idempotent merge loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.warehouse import Warehouse, migrate, schema_version
+from gpuinsight.warehouse.migrations import migration_files
+
+
+def test_migrates_from_empty_and_rerun_is_a_no_op(tmp_path: Path) -> None:
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    applied = migrate(con)
+    latest = max(v for v, _, _ in migration_files())
+    assert applied == list(range(1, latest + 1))
+    assert schema_version(con) == latest
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    for t in ("clusters", "nodes", "gpus", "gpu_samples", "gpu_hourly", "pods", "podgroups", "queues", "prices",
+              "recommendations", "applied_actions", "ingest_state", "mig_profiles", "mig_layouts"):
+        assert t in tables
+    assert migrate(con) == []
+    assert con.execute("SELECT count(*) FROM mig_profiles").fetchone()[0] == 35
+
+
+def test_a_new_migration_applies_on_top(tmp_path: Path) -> None:
+    import shutil
+
+    from gpuinsight.paths import queries_dir
+
+    root = tmp_path / "q"
+    shutil.copytree(queries_dir() / "schema", root / "schema")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    before = migrate(con, root)
+    (root / "schema" / "999_extra.sql").write_text("CREATE TABLE extra (x INTEGER);\n")
+    assert migrate(con, root) == [999]
+    assert schema_version(con) == 999 and before
+    (root / "schema" / "998_broken.sql").write_text("CREATE TABLE broken (x NOPE);\n")
+    con2 = duckdb.connect(str(tmp_path / "w2.duckdb"))
+    with pytest.raises(RuntimeFailure, match="998_broken.sql"):
+        migrate(con2, root)
+    # the failed migration left nothing half-done; the ones before it stay applied
+    assert schema_version(con2) == max(v for v, _, _ in migration_files())
+
+
+def test_merge_is_idempotent_and_upserts(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "w.duckdb")
+    rows = pl.DataFrame({"cluster": ["c", "c"], "node": ["a", "b"], "gpu_count": [8, 4]})
+    assert wh.merge("nodes", rows, ["cluster", "node"]) == 2
+    wh.merge("nodes", rows, ["cluster", "node"])
+    assert wh.count("nodes") == 2
+    wh.merge("nodes", pl.DataFrame({"cluster": ["c"], "node": ["a"], "gpu_count": [7]}), ["cluster", "node"])
+    assert wh.sql("SELECT gpu_count FROM nodes WHERE node = 'a'").item() == 7
+    assert wh.count("nodes") == 2
+
+
+def test_failed_batch_leaves_the_table_unchanged(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.merge("nodes", pl.DataFrame({"cluster": ["c"], "node": ["a"], "gpu_count": [8]}), ["cluster", "node"])
+    with pytest.raises(RuntimeFailure, match="unknown columns"), wh.transaction() as con:
+        wh.merge("nodes", pl.DataFrame({"cluster": ["c"], "node": ["b"], "gpu_count": [1]}), ["cluster", "node"],
+                 con=con)
+        wh.merge("nodes", pl.DataFrame({"cluster": ["c"], "node": ["z"], "colour": ["red"]}), ["cluster", "node"],
+                 con=con)
+    assert wh.sql("SELECT node FROM nodes ORDER BY node")["node"].to_list() == ["a"]
+
+
+def test_not_a_warehouse_is_bad_input(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.duckdb"
+    bogus.write_text("this is not a database")
+    with pytest.raises(BadInput, match="bogus.duckdb"):
+        Warehouse(bogus)
