@@ -93,4 +93,5 @@ class MiniFleet:
                 wh.merge("prices", pl.DataFrame(self.prices), ["catalog", "instance_type", "gpu_model"], con=con)
             if self.queues:
                 wh.merge("queues", pl.DataFrame(self.queues), ["cluster", "name"], con=con)
-            rebuild_gpu_hourly(con)
+            if self.samples:
+                rebuild_gpu_hourly(con, pl.DataFrame(self.samples))
