@@ -1,0 +1,131 @@
+"""Volcano objects -> rows: Queue (``queues``), PodGroup (``podgroups``), Job (``vcjobs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuinsight.sources.k8s.common import (
+    GPU,
+    MapContext,
+    MapError,
+    get_bool,
+    get_int,
+    get_list,
+    get_map,
+    get_str,
+    get_time,
+    owner_ref,
+    require_str,
+    resource_list,
+    to_json,
+)
+from gpuinsight.sources.k8s.pods import effective_gpu_requests, mig_of
+
+ALIVE_PODGROUP = ("Pending", "Running", "Inqueue", "Unknown")
+DONE_JOB = ("Completed", "Terminated", "Failed", "Aborted")
+
+
+def queue_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
+    name = require_str(obj, "metadata", "name")
+    spec = get_map(obj, "spec")
+    capability = resource_list(spec, "capability")
+    deserved = resource_list(spec, "deserved")
+    guarantee = resource_list(spec, "guarantee", "resource")
+    allocated = resource_list(obj, "status", "allocated")
+    ctx.observe(get_time(obj, "metadata", "creationTimestamp"))
+    reclaimable = get_bool(spec, "reclaimable")
+    return {
+        "cluster": ctx.cluster,
+        "name": name,
+        "weight": get_int(spec, "weight") if spec.get("weight") is not None else 1,
+        "capability": to_json(capability) if "capability" in spec else None,
+        "deserved": to_json(deserved) if "deserved" in spec else None,
+        "guarantee": to_json(guarantee) if get_map(spec, "guarantee").get("resource") is not None else None,
+        "capability_gpu": capability.get(GPU),
+        "deserved_gpu": deserved.get(GPU),
+        "guarantee_gpu": guarantee.get(GPU),
+        # Volcano's admission webhook defaults an unset reclaimable to true
+        "reclaimable": True if reclaimable is None else reclaimable,
+        "parent": get_str(spec, "parent"),
+        "state": get_str(obj, "status", "state"),
+        "allocated": to_json(allocated) if get_map(obj, "status").get("allocated") is not None else None,
+        "allocated_gpu": allocated.get(GPU),
+        "last_seen": None,
+        "spec": to_json(spec),
+        "_alive": True,
+    }
+
+
+def podgroup_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
+    name = require_str(obj, "metadata", "name")
+    spec = get_map(obj, "spec")
+    owner = owner_ref(obj) or {}
+    created = get_time(obj, "metadata", "creationTimestamp")
+    ctx.observe(created)
+    for cond in get_list(obj, "status", "conditions"):
+        if isinstance(cond, dict):
+            ctx.observe(get_time(cond, "lastTransitionTime"))
+    phase = get_str(obj, "status", "phase")
+    return {
+        "cluster": ctx.cluster,
+        "namespace": get_str(obj, "metadata", "namespace") or "default",
+        "name": name,
+        "uid": get_str(obj, "metadata", "uid"),
+        "queue": get_str(spec, "queue"),
+        "min_member": get_int(spec, "minMember"),
+        "min_resources": to_json(resource_list(spec, "minResources")) if "minResources" in spec else None,
+        "phase": phase,
+        "owner_kind": owner.get("kind"),
+        "owner_name": owner.get("name"),
+        "created": created,
+        "last_seen": None,
+        "spec": to_json(spec),
+        "_alive": phase in ALIVE_PODGROUP or phase is None,
+    }
+
+
+def _task(task: Any, i: int) -> dict[str, Any]:
+    if not isinstance(task, dict):
+        raise MapError(f"spec.tasks[{i}]", "expected an object")
+    pod_spec = get_map(task, "template", "spec")
+    requests = effective_gpu_requests(pod_spec, f"spec.tasks[{i}].template.spec")
+    mig_profile, mig_count = mig_of(requests)
+    return {
+        "name": get_str(task, "name") or f"task-{i}",
+        "replicas": get_int(task, "replicas") if task.get("replicas") is not None else 1,
+        "min_available": get_int(task, "minAvailable"),
+        "gpus_per_pod": requests.get(GPU, 0.0),
+        "mig_profile": mig_profile,
+        "mig_per_pod": mig_count,
+        "gpu_requests": requests,
+        "policies": get_list(task, "policies"),
+    }
+
+
+def vcjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
+    name = require_str(obj, "metadata", "name")
+    spec = get_map(obj, "spec")
+    tasks = [_task(t, i) for i, t in enumerate(get_list(spec, "tasks"))]
+    created = get_time(obj, "metadata", "creationTimestamp")
+    ctx.observe(created)
+    status = get_map(obj, "status")
+    ctx.observe(get_time(status, "state", "lastTransitionTime"))
+    phase = get_str(status, "state", "phase")
+    policies = {"job": get_list(spec, "policies"),
+                "tasks": {t["name"]: t["policies"] for t in tasks if t["policies"]}}
+    return {
+        "cluster": ctx.cluster,
+        "namespace": get_str(obj, "metadata", "namespace") or "default",
+        "name": name,
+        "uid": get_str(obj, "metadata", "uid"),
+        "queue": get_str(spec, "queue") or "default",
+        "min_available": get_int(spec, "minAvailable"),
+        "max_retry": get_int(spec, "maxRetry") if spec.get("maxRetry") is not None else 3,
+        "policies": to_json(policies),
+        "tasks": to_json(tasks),
+        "phase": phase,
+        "retry_count": get_int(status, "retryCount") or 0,
+        "created": created,
+        "last_seen": None,
+        "_alive": phase not in DONE_JOB,
+    }
