@@ -1,0 +1,274 @@
+"""Write the fleet's dcgm-exporter and kube-state-metrics history as OpenMetrics text.
+
+The file is what `promtool tsdb create-blocks-from openmetrics` takes: one `# HELP`/`# TYPE`
+per family, each family contiguous, each series' samples in time order, timestamps in
+seconds, `# EOF` at the end.  Series carry the `instance`/`job` labels Prometheus adds.
+It is streamed family by family (device blocks are recomputed per family), never built
+as one string.
+"""
+
+from __future__ import annotations
+
+import gzip as gz
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from . import k8s
+from .fleet import Fleet
+from .signals import cell_blocks, cell_values
+
+KSM_INSTANCE = "10.0.4.17:8080"
+DCGM_PORT = 9400
+NODE_INFO = {"container_runtime_version": "containerd://1.7.22",
+             "kernel_version": "6.1.112-124.190.amzn2023.x86_64", "kubelet_version": "v1.31.2-eks-7f9249a",
+             "kubeproxy_version": "deprecated", "os_image": "Amazon Linux 2023.6.20241031"}
+
+DCGM_FAMILIES = (  # name, help (from dcgm-exporter's counters CSV), Values attribute, integer
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util", True),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free", True),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb", True),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", False),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gr", False),
+    ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", "sm", False),
+)
+
+
+def _esc(v: object) -> str:
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def fmt_labels(labels: dict[str, Any]) -> str:
+    return ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+
+
+class _Writer:
+    def __init__(self, out: IO[str], fleet: Fleet) -> None:
+        self.out = out
+        self.fleet = fleet
+        self.ts = [str(t) for t in fleet.times.tolist()]
+
+    def family(self, name: str, help_: str) -> None:
+        self.out.write(f"# HELP {name} {help_}\n# TYPE {name} gauge\n")
+
+    def const(self, name: str, labels: dict[str, Any], value: object, k0: int, k1: int) -> None:
+        if k1 > k0:
+            head = f"{name}{{{fmt_labels(labels)}}} {value} "
+            self.out.write("".join(f"{head}{t}\n" for t in self.ts[k0:k1]))
+
+    def series(self, name: str, labels: str, values: list[str], ks: np.ndarray) -> None:
+        head = f"{name}{{{labels}}} "
+        ts = self.ts
+        self.out.write("".join(f"{head}{v} {ts[k]}\n" for v, k in zip(values, ks.tolist(), strict=True)))
+
+
+# ----------------------------------------------------------------------------- DCGM
+
+
+def _device_labels(fleet: Fleet) -> list[str]:
+    nodes = fleet.nodes.to_dicts()
+    out = []
+    for d in fleet.devices.iter_rows(named=True):
+        n = nodes[d["node_row"]]
+        lab = {"gpu": d["gpu_index"], "UUID": d["uuid"], "pci_bus_id": d["pci_bus_id"], "device": d["device"],
+               "modelName": d["model_name"]}
+        if d["mig_instance"] >= 0:
+            lab.update(GPU_I_PROFILE=d["mig_profile"], GPU_I_ID=d["mig_instance"])
+        lab[n["hostname_label"]] = n["name"]
+        lab["DCGM_FI_DRIVER_VERSION"] = n["driver"]
+        out.append(fmt_labels(lab))
+    return out
+
+
+def _attribution(fleet: Fleet) -> tuple[list[str], list[str]]:
+    """k8s attribute labels per DCGM series key (+1 shifted, 0 = unallocated), honored / exported."""
+    keys = fleet.pods.select("key", "namespace", "name", "container").unique("key").sort("key")
+    honored, exported = ['container="",namespace="",pod=""'], ['exported_container="",exported_namespace="",exported_pod=""']
+    for _, ns, pod, ctr in keys.iter_rows():
+        honored.append(f'container="{ctr}",namespace="{ns}",pod="{pod}"')
+        exported.append(f'exported_container="{ctr}",exported_namespace="{ns}",exported_pod="{pod}"')
+    return honored, exported
+
+
+def _write_dcgm(w: _Writer) -> None:
+    fleet = w.fleet
+    steps = fleet.spec.steps
+    dev_labels = _device_labels(fleet)
+    honored, exported = _attribution(fleet)
+    nodes = fleet.nodes.to_dicts()
+    node_row = fleet.devices["node_row"].to_list()
+    scrape = []
+    for n in nodes:
+        tail = f'instance="{n["exporter_ip"]}:{DCGM_PORT}",job="dcgm-exporter"'
+        if not n["honor_labels"]:
+            tail = f'container="exporter",namespace="gpu-operator",pod="{n["exporter_pod"]}",{tail}'
+        scrape.append(tail)
+    mig = (fleet.devices["mig_instance"] >= 0).to_numpy()
+    for name, help_, attr, integer in DCGM_FAMILIES:
+        w.family(name, help_)
+        for c0, c1 in cell_blocks(fleet, steps, budget=1_000_000):
+            v = cell_values(fleet, c0, c1, 0, steps)
+            arr = getattr(v, attr)
+            keys = np.where(v.holder >= 0, fleet.pod_key[np.maximum(v.holder, 0)] + 1, 0)
+            for i in range(arr.shape[0]):
+                d = v.d0 + i
+                if attr == "util" and mig[d]:
+                    continue
+                n = nodes[node_row[d]]
+                attrs = honored if n["honor_labels"] else exported
+                row = arr[i].astype(np.int64) if integer else arr[i]
+                strs = row.astype(str)
+                present = ~v.gap[i]
+                uniq, first = np.unique(keys[i], return_index=True)
+                for key in uniq[np.argsort(first)]:
+                    ks = np.flatnonzero((keys[i] == key) & present)
+                    labels = f"{dev_labels[d]},{attrs[key]},{scrape[node_row[d]]}"
+                    w.series(name, labels, strs[ks].tolist(), ks)
+
+
+# ----------------------------------------------------------------------------- kube-state-metrics
+
+
+def _ksm(labels: dict[str, Any]) -> dict[str, Any]:
+    return {**labels, "instance": KSM_INSTANCE, "job": "kube-state-metrics"}
+
+
+def _node_series(fleet: Fleet) -> Iterator[tuple[str, str, list[tuple[dict[str, Any], object]]]]:
+    nodes = fleet.nodes.to_dicts()
+    info, labels, created, cap, alloc = [], [], [], [], []
+    for n in nodes:
+        nl = k8s.node_labels(n)
+        info.append((_ksm({"node": n["name"], **NODE_INFO, "pod_cidr": "", "internal_ip": n["internal_ip"],
+                           "provider_id": f"aws:///{n['zone']}/{n['instance_id']}",
+                           "system_uuid": "ec2" + n["uid"].replace("-", "")[3:]}), 1))
+        labels.append((_ksm({"node": n["name"], **{k8s.ksm_name("label", k): nl[k]
+                                                   for k in k8s.KSM_NODE_LABELS if k in nl}}), 1))
+        created.append((_ksm({"node": n["name"]}), n["created_s"]))
+        c, a = k8s.node_resources(n)
+        for res, target in ((c, cap), (a, alloc)):
+            for r in ("cpu", "memory", "pods", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"):
+                if r in res:
+                    unit = {"cpu": "core", "memory": "byte"}.get(r, "integer")
+                    q = k8s.quantity(res[r])
+                    val = int(q) if q == int(q) else round(q, 3)
+                    target.append((_ksm({"node": n["name"], "resource": k8s.ksm_resource(r), "unit": unit}), val))
+    yield "kube_node_info", "[STABLE] Information about a cluster node.", info
+    yield "kube_node_labels", "[STABLE] Kubernetes labels converted to Prometheus labels.", labels
+    yield "kube_node_created", "[STABLE] Unix creation timestamp", created
+    yield "kube_node_status_capacity", "[STABLE] The capacity for different resources of a node.", cap
+    yield ("kube_node_status_allocatable",
+           "[STABLE] The allocatable for different resources of a node that are available for scheduling.", alloc)
+
+
+POD_FAMILIES = (
+    ("kube_pod_info", "[STABLE] Information about pod."),
+    ("kube_pod_owner", "[STABLE] Information about the Pod's owner."),
+    ("kube_pod_labels", "[STABLE] Kubernetes labels converted to Prometheus labels."),
+    ("kube_pod_annotations", "Kubernetes annotations converted to Prometheus labels."),
+    ("kube_pod_container_resource_requests", "The number of requested request resource by a container. "
+     "It is recommended to use the kube_pod_resource_requests metric exposed by kube-scheduler instead, "
+     "as it is more precise."),
+    ("kube_pod_created", "[STABLE] Unix creation timestamp"),
+    ("kube_pod_status_scheduled_time", "[STABLE] Unix timestamp when pod moved into scheduled status"),
+    ("kube_pod_start_time", "[STABLE] Start time in unix timestamp for a pod."),
+    ("kube_pod_completion_time", "[STABLE] Completion time in unix timestamp for a pod."),
+    ("kube_pod_status_phase", "[STABLE] The pods current phase."),
+)
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+def _write_pods(w: _Writer) -> None:
+    fleet = w.fleet
+    sp = fleet.spec
+    wls = fleet.workloads.to_dicts()
+    pods = fleet.pods.to_dicts()
+    node_ip = fleet.nodes["internal_ip"].to_list()
+    ke0, ke1 = fleet.k_exist
+    kr0, kr1 = fleet.k_run
+
+    def k_of(ts: int | None) -> int:
+        return sp.steps if ts is None else int(min(sp.steps, max(0, -((sp.start_s - ts) // sp.interval_s))))
+
+    for name, help_ in POD_FAMILIES:
+        w.family(name, help_)
+        for i, p in enumerate(pods):
+            a, b = int(ke0[i]), int(ke1[i])
+            if b <= a:
+                continue
+            wl = wls[p["workload"]]
+            wd = k8s.wdef(p)
+            base = {"namespace": p["namespace"], "pod": p["name"], "uid": p["uid"]}
+            if name == "kube_pod_info":
+                w.const(name, _ksm({**base, "host_ip": node_ip[p["node_row"]], "pod_ip": p["pod_ip"],
+                                    "node": p["node"], "created_by_kind": wl["owner_kind"],
+                                    "created_by_name": wl["owner_name"], "priority_class": wd.priority_class,
+                                    "host_network": "false"}), 1, a, b)
+            elif name == "kube_pod_owner":
+                w.const(name, _ksm({**base, "owner_kind": wl["owner_kind"], "owner_name": wl["owner_name"],
+                                    "owner_is_controller": "true"}), 1, a, b)
+            elif name == "kube_pod_labels":
+                pl_ = k8s.pod_labels(p, wl)
+                w.const(name, _ksm({**base, **{k8s.ksm_name("label", k): pl_[k]
+                                               for k in k8s.KSM_POD_LABELS if k in pl_}}), 1, a, b)
+            elif name == "kube_pod_annotations":
+                an = k8s.pod_annotations(p, wl)
+                w.const(name, _ksm({**base, **{k8s.ksm_name("annotation", k): an[k]
+                                               for k in k8s.KSM_POD_ANNOTATIONS if k in an}}), 1, a, b)
+            elif name == "kube_pod_container_resource_requests":
+                req, _ = k8s.pod_resources(wd)
+                for r, q in req.items():
+                    unit = {"cpu": "core", "memory": "byte"}.get(r, "integer")
+                    val = k8s.quantity(q)
+                    w.const(name, _ksm({**base, "container": p["container"], "node": p["node"],
+                                        "resource": k8s.ksm_resource(r), "unit": unit}),
+                            int(val) if val == int(val) else val, a, b)
+            elif name == "kube_pod_created":
+                w.const(name, _ksm(base), p["created_s"], a, b)
+            elif name == "kube_pod_status_scheduled_time":
+                w.const(name, _ksm(base), p["scheduled_s"], max(a, k_of(p["scheduled_s"])), b)
+            elif name == "kube_pod_start_time":
+                w.const(name, _ksm(base), p["started_s"], max(a, int(kr0[i])), b)
+            elif name == "kube_pod_completion_time":
+                if p["completed_s"] is not None:
+                    w.const(name, _ksm(base), p["completed_s"], max(a, int(kr1[i])), b)
+            else:
+                run_lo = max(a, min(b, int(kr0[i])))
+                run_hi = max(run_lo, min(b, int(kr1[i])))
+                bounds = {"Pending": (a, run_lo), "Running": (run_lo, run_hi)}
+                if p["phase"] != "Running":
+                    bounds[p["phase"]] = (run_hi, b)
+                ks = np.arange(a, b)
+                for ph in PHASES:
+                    lo, hi = bounds.get(ph, (0, 0))
+                    vals = np.where((ks >= lo) & (ks < hi), "1", "0").tolist()
+                    w.series(name, fmt_labels(_ksm({**base, "phase": ph})), vals, ks)
+    w.family("kube_replicaset_owner", "[STABLE] Information about the ReplicaSet's owner.")
+    for wl in wls:
+        if wl["kind"] == "Deployment":
+            w.const("kube_replicaset_owner", _ksm({"namespace": wl["namespace"], "replicaset": wl["owner_name"],
+                                                   "owner_kind": "Deployment", "owner_name": wl["name"],
+                                                   "owner_is_controller": "true"}), 1, 0, sp.steps)
+
+
+def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None) -> Path:
+    """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz)."""
+    path = Path(path)
+    use_gzip = path.suffix == ".gz" if gzip is None else gzip
+    with open(path, "wb") as raw:
+        stream: IO[bytes] = gz.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) \
+            if use_gzip else raw
+        with io.TextIOWrapper(stream, encoding="utf-8", newline="\n", write_through=False) as out:
+            w = _Writer(out, fleet)
+            _write_dcgm(w)
+            for name, help_, series in _node_series(fleet):
+                w.family(name, help_)
+                for labels, value in series:
+                    w.const(name, labels, value, 0, fleet.spec.steps)
+            _write_pods(w)
+            out.write("# EOF\n")
+        if use_gzip:
+            stream.close()
+    return path

@@ -1,0 +1,319 @@
+"""The sample fleet's specification and its scenario (one "cell").
+
+Everything here is static data: instance facts, node pools, Volcano queues, the workloads
+with their placement, and the utilisation profile each one follows.  `fleet.py` turns a
+`FleetSpec` plus this scenario into a concrete, seeded fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+# --------------------------------------------------------------------------- instance facts
+# GPU count/model/memory, vCPU and memory from the aws/karpenter-provider-aws instance-type
+# reference; on-demand prices are Karpenter's generated us-east-1 table (generated
+# 2026-07-20T13:44:30Z).  Power envelopes (idle, board max) are the usual NVIDIA figures.
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    gpu_count: int
+    gpu_model: str  # short model as in the price catalog: H100, A100, L4
+    model_name: str  # DCGM `modelName`
+    product: str  # GFD `nvidia.com/gpu.product`
+    family: str  # GFD `nvidia.com/gpu.family`
+    fb_mib: int  # per GPU, FB_USED + FB_FREE
+    vcpu: int
+    memory_mib: int
+    on_demand_usd: float
+    idle_w: float
+    max_w: float
+    mig_capable: bool
+    pci_bus_ids: tuple[str, ...]
+
+
+_P5_BUS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")
+_P4_BUS = ("10:1C", "10:1D", "20:1C", "20:1D", "90:1C", "90:1D", "A0:1C", "A0:1D")
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    it.name: it
+    for it in (
+        InstanceType("p5.48xlarge", 8, "H100", "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", "hopper",
+                     81920, 192, 2097152, 55.04, 70.0, 700.0, True,
+                     tuple(f"00000000:{b}:00.0" for b in _P5_BUS)),
+        InstanceType("p4de.24xlarge", 8, "A100", "NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", "ampere",
+                     81920, 96, 1179648, 27.44705, 55.0, 400.0, True,
+                     tuple(f"00000000:{b}.0" for b in _P4_BUS)),
+        InstanceType("p5.4xlarge", 1, "H100", "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3", "hopper",
+                     81920, 16, 262144, 6.88, 70.0, 700.0, True, ("00000000:53:00.0",)),
+        InstanceType("g6.xlarge", 1, "L4", "NVIDIA L4", "NVIDIA-L4", "ada-lovelace",
+                     22888, 4, 16384, 0.8048, 16.0, 72.0, False, ("00000000:31:00.0",)),
+        InstanceType("g6.12xlarge", 4, "L4", "NVIDIA L4", "NVIDIA-L4", "ada-lovelace",
+                     22888, 48, 196608, 4.6016, 16.0, 72.0, False,
+                     tuple(f"00000000:{b}:00.0" for b in ("38", "3A", "3C", "3E"))),
+    )
+}
+
+#: Spot nodes are priced at this fraction of on-demand (the reference catalog has no spot
+#: prices; 35 % is an assumption of the sample, stated in ground_truth.json).
+SPOT_PRICE_FRACTION = 0.35
+PRICE_SOURCE = ("aws-gpu-prices.csv: Karpenter InitialOnDemandPricesAWS us-east-1 "
+                "(generated 2026-07-20T13:44:30Z); spot = 35% of on-demand (assumed)")
+
+MIG_PROFILE = "1g.10gb"
+MIG_RESOURCE = "nvidia.com/mig-1g.10gb"
+MIG_FB_MIB = 9984  # FB_USED + FB_FREE of one H100 1g.10gb instance
+MIG_FIRST_GI_ID = 7  # all-1g.10gb on an H100 gives GPU instance ids 7..13
+MIG_INSTANCES = 7
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class NodeDef:
+    name: str
+    pool: str
+    pool_kind: str  # "karpenter" | "eks"
+    instance_type: str
+    capacity_type: str  # "on-demand" | "spot"
+    zone: str
+    hostname_label: str  # "Hostname" (released dcgm-exporter) or "hostname" (main)
+    honor_labels: bool  # False: DCGM pod labels arrive as exported_*
+    driver: str
+    mig: bool = False
+
+
+_H = ("Hostname", True, "550.127.05")
+NODES: tuple[NodeDef, ...] = (
+    *(NodeDef(f"h100-od-{i}", "gpu-h100-od", "karpenter", "p5.48xlarge", "on-demand", "us-east-1a", *_H)
+      for i in range(1, 5)),
+    NodeDef("a100-od-1", "gpu-a100-od", "karpenter", "p4de.24xlarge", "on-demand", "us-east-1a",
+            "Hostname", False, "550.127.05"),
+    NodeDef("h100-mig-1", "gpu-h100-mig", "karpenter", "p5.4xlarge", "on-demand", "us-east-1a",
+            "hostname", True, "550.127.05", mig=True),
+    *(NodeDef(f"l4-od-{i}", "gpu-l4-od", "eks", "g6.xlarge", "on-demand", "us-east-1b",
+              "hostname", True, "535.216.03") for i in range(1, 7)),
+    NodeDef("l4-spot-1", "gpu-l4-spot", "karpenter", "g6.12xlarge", "spot", "us-east-1b",
+            "hostname", False, "535.216.03"),
+)
+GPUS_PER_CELL = sum(INSTANCE_TYPES[n.instance_type].gpu_count for n in NODES)  # 51
+
+# Karpenter NodePool facts: pool -> (instance type, capacity type, zone, consolidation, after)
+NODE_POOLS: dict[str, tuple[str, str, str, str, str]] = {
+    "gpu-h100-od": ("p5.48xlarge", "on-demand", "us-east-1a", "WhenEmpty", "30m"),
+    "gpu-a100-od": ("p4de.24xlarge", "on-demand", "us-east-1a", "WhenEmpty", "30m"),
+    "gpu-h100-mig": ("p5.4xlarge", "on-demand", "us-east-1a", "WhenEmpty", "1h"),
+    "gpu-l4-spot": ("g6.12xlarge", "spot", "us-east-1b", "WhenEmpty", "Never"),
+}
+EKS_NODEGROUP = "gpu-l4-od"
+
+# --------------------------------------------------------------------------- queues
+
+
+@dataclass(frozen=True)
+class QueueDef:
+    name: str
+    weight: int
+    deserved: dict[str, int]
+    capability: dict[str, int]
+
+
+QUEUES: tuple[QueueDef, ...] = (
+    QueueDef("training", 4, {"nvidia.com/gpu": 16}, {"nvidia.com/gpu": 18}),
+    QueueDef("inference", 3, {"nvidia.com/gpu": 8, MIG_RESOURCE: 7}, {"nvidia.com/gpu": 12, MIG_RESOURCE: 7}),
+    QueueDef("batch", 2, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 8}),
+    QueueDef("research", 4, {"nvidia.com/gpu": 24}, {"nvidia.com/gpu": 32}),
+    QueueDef("dev", 1, {"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 6}),
+)
+
+# --------------------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a workload's GPUs behave while it holds them (ratios 0..1, memory in MiB)."""
+
+    gr_base: float
+    gr_amp: float = 0.0  # diurnal amplitude (cosine, peak at gr_peak_h UTC)
+    gr_peak_h: float = 16.0
+    gr_smooth: float = 0.0  # slowly varying noise amplitude (30-minute knots)
+    gr_white: float = 0.0  # per-sample noise amplitude
+    gr_lo: float = 0.0
+    gr_hi: float = 1.0
+    sm_ratio: float = 0.8  # SM activity relative to GR activity
+    fb_base: float = 0.0
+    fb_smooth: float = 0.0
+    fb_white: float = 0.0
+    fb_lo: float = 0.0
+    fb_hi: float = 0.0
+    burst_p: float = 0.0  # probability that a 30-minute block is a burst (notebook cell run)
+    burst_lo: float = 0.0
+    burst_hi: float = 0.0
+
+
+IDLE = Profile(0.0)
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True)
+class WorkloadDef:
+    namespace: str
+    name: str
+    kind: str  # Deployment | StatefulSet | VolcanoJob
+    queue: str
+    pods: tuple[tuple[str, tuple[int, ...]], ...]  # (node, GPU indices or MIG instance indices)
+    profile: Profile
+    lifecycle: str = "steady"  # steady | restart | nightly
+    planted: str | None = None
+    task: str = "worker"  # Volcano task name
+    resource: str = "nvidia.com/gpu"
+    image: str = "registry.example.com/ml/serving:1.8.2"
+    container: str = ""  # container name; defaults to the workload name
+    cpu: str = "4"
+    memory: str = "16Gi"
+    app: str = ""
+    age_days: float = 5.0
+    pdb: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def production(self) -> bool:
+        return self.namespace.startswith("prod-")
+
+    @property
+    def env(self) -> str:
+        return "production" if self.production else ("dev" if self.namespace.startswith("dev-") else "")
+
+    @property
+    def priority_class(self) -> str:
+        return "production-high" if self.production else ("dev-low" if self.env == "dev" else "")
+
+    @property
+    def container_name(self) -> str:
+        return self.container or self.name
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return len(self.pods[0][1])
+
+
+def _dev(ns: str, name: str, node: str, gr: float, fb: float) -> WorkloadDef:
+    return WorkloadDef(ns, name, "Deployment", "dev", ((node, (0,)),),
+                       Profile(gr, 0.012, 15.0, 0.012, 0.01, 0.008, 0.1, 0.85, fb, 120, 40, fb - 400, fb + 400),
+                       planted="timeslice", image=f"registry.example.com/dev/{name}:0.4.1", cpu="2",
+                       memory="8Gi", age_days=9.0)
+
+
+def _search(name: str, node: str, fb: float) -> WorkloadDef:
+    return WorkloadDef("prod-search", name, "Deployment", "inference", ((node, (0,)),),
+                       Profile(0.085, 0.03, 17.0, 0.012, 0.01, 0.03, 0.14, 0.95, fb, 120, 40, fb - 350, fb + 300),
+                       planted="mps", image=f"registry.example.com/search/{name}:2.3.0", cpu="3",
+                       memory="12Gi", age_days=12.0, pdb={"minAvailable": 1})
+
+
+WORKLOADS: tuple[WorkloadDef, ...] = (
+    WorkloadDef("training", "llm-pretrain", "VolcanoJob", "training",
+                (("h100-od-1", tuple(range(8))), ("h100-od-2", tuple(range(8)))),
+                Profile(0.90, 0, 0, 0.025, 0.012, 0.84, 0.965, 0.83, 73500, 1300, 300, 71600, 77500),
+                image="nvcr.io/nvidia/pytorch:24.10-py3", container="pytorch", cpu="160", memory="1800Gi", age_days=3.0),
+    WorkloadDef("prod-inference", "llm-serving", "Deployment", "inference",
+                (("h100-od-3", (0, 1)), ("h100-od-3", (2, 3))),
+                Profile(0.60, 0.25, 16.0, 0.03, 0.015, 0.33, 0.88, 0.72, 66300, 400, 120, 65200, 67600),
+                image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="16", memory="128Gi", age_days=6.0,
+                pdb={"maxUnavailable": 1}),
+    WorkloadDef("prod-inference", "recsys-ranker", "Deployment", "inference", (("h100-od-3", (4,)),),
+                Profile(0.06, 0.012, 17.0, 0.015, 0.008, 0.02, 0.115, 0.78, 6000, 250, 60, 5650, 6450),
+                planted="mig", image="registry.example.com/recsys/ranker:3.1.0", container="ranker", cpu="4", memory="24Gi",
+                age_days=11.0),
+    WorkloadDef("research", "jupyter-bob", "StatefulSet", "research", (("h100-od-3", (5,)),),
+                Profile(0.002, 0, 0, 0.0, 0.002, 0.0, 0.008, 0.8, 3300, 40, 10, 3200, 3400,
+                        burst_p=0.025, burst_lo=0.3, burst_hi=0.6),
+                planted="idle", image="quay.io/jupyter/pytorch-notebook:cuda12-2024-10-14", container="notebook", cpu="8",
+                memory="64Gi", age_days=17.0),
+    WorkloadDef("research", "jupyter-alice", "StatefulSet", "research", (("l4-od-6", (0,)),),
+                Profile(0.002, 0, 0, 0.0, 0.002, 0.0, 0.008, 0.8, 2150, 30, 10, 2050, 2250,
+                        burst_p=0.025, burst_lo=0.3, burst_hi=0.55),
+                planted="idle", image="quay.io/jupyter/pytorch-notebook:cuda12-2024-10-14", container="notebook", cpu="2",
+                memory="12Gi", age_days=8.0),
+    WorkloadDef("vision", "detector-train", "VolcanoJob", "training", (("h100-od-4", (0, 1)),),
+                Profile(0.80, 0, 0, 0.03, 0.015, 0.70, 0.90, 0.81, 52000, 1500, 300, 48500, 56000),
+                planted="binpack", task="trainer", image="nvcr.io/nvidia/pytorch:24.10-py3", container="pytorch", cpu="24",
+                memory="256Gi", age_days=1.5),
+    WorkloadDef("data", "feature-extract", "VolcanoJob", "batch",
+                tuple(("a100-od-1", (i,)) for i in range(8)),
+                Profile(0.70, 0, 0, 0.05, 0.02, 0.55, 0.85, 0.78, 30000, 3000, 400, 24000, 36000),
+                lifecycle="restart", planted="spot", image="registry.example.com/data/feature-extract:5.0.2", container="extract",
+                cpu="10", memory="120Gi", age_days=4.0),
+    WorkloadDef("prod-inference", "text-embed", "Deployment", "inference",
+                tuple(("h100-mig-1", (i,)) for i in range(5)),
+                Profile(0.60, 0.06, 16.0, 0.05, 0.02, 0.45, 0.75, 0.84, 7600, 300, 60, 7100, 8150),
+                resource=MIG_RESOURCE, image="registry.example.com/nlp/text-embed:1.12.0", container="embed", cpu="2",
+                memory="8Gi", age_days=7.0),
+    _dev("dev-alice", "tokenizer-svc", "l4-od-1", 0.038, 2200),
+    _dev("dev-bob", "eval-api", "l4-od-2", 0.048, 2900),
+    _dev("dev-carol", "feature-preview", "l4-od-3", 0.04, 3150),
+    _search("query-encoder", "l4-od-4", 3900),
+    _search("reranker-small", "l4-od-5", 4600),
+    WorkloadDef("batch", "nightly-eval", "VolcanoJob", "research",
+                tuple(("l4-spot-1", (i,)) for i in range(4)),
+                Profile(0.85, 0, 0, 0.03, 0.015, 0.75, 0.95, 0.85, 17000, 1200, 200, 14500, 19500),
+                lifecycle="nightly", task="eval", image="registry.example.com/eval/harness:0.9.7", container="eval", cpu="10",
+                memory="40Gi", age_days=0.0),
+)
+
+# Restart cadence of `restart` workloads and the nightly window (UTC hours) of `nightly` ones.
+RESTART_MIN_S, RESTART_MAX_S = 35 * 60, 50 * 60
+NIGHTLY_START_H, NIGHTLY_END_H = 1, 5
+NIGHTLY_TTL_S = 600  # ttlSecondsAfterFinished of the nightly Volcano Job
+GAP_NODE = "h100-od-2"  # dcgm-exporter down for 30 minutes on the first day
+GAP_START_H, GAP_LEN_S = 14.0, 1800
+DEFAULT_START = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """What to generate: `cell_count` copies of the scenario over `days` sampled every `interval_s`."""
+
+    cell_count: int = 1
+    days: float = 2.0
+    interval_s: int = 300
+    seed: int = 7
+    start: datetime = DEFAULT_START
+    cluster: str = "demo"
+
+    def __post_init__(self) -> None:
+        if self.cell_count < 1 or self.cell_count > 999:
+            raise ValueError("cell_count must be in 1..999")
+        if self.interval_s < 1 or self.days <= 0 or self.steps < 1:
+            raise ValueError("days and interval_s must give at least one sample")
+        if self.start.tzinfo is None:
+            raise ValueError("start must be timezone-aware (UTC)")
+
+    @classmethod
+    def for_gpus(cls, gpus: int, days: float = 2.0, interval_s: int = 300, seed: int = 7) -> FleetSpec:
+        """A fleet of about `gpus` GPUs (the scenario has 51 GPUs per cell)."""
+        return cls(cell_count=max(1, round(gpus / GPUS_PER_CELL)), days=days, interval_s=interval_s, seed=seed)
+
+    @property
+    def steps(self) -> int:
+        return int(self.days * 86400) // self.interval_s
+
+    @property
+    def start_s(self) -> int:
+        return int(self.start.timestamp())
+
+    @property
+    def end_s(self) -> int:
+        """Exclusive end of the window: the last sample is at end_s - interval_s."""
+        return self.start_s + self.steps * self.interval_s
+
+    @property
+    def gpu_count(self) -> int:
+        return self.cell_count * GPUS_PER_CELL
+
+
+def cell_suffix(cell: int) -> str:
+    return "" if cell == 0 else f"-c{cell:03d}"

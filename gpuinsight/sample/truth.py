@@ -1,0 +1,221 @@
+"""The fleet's ground truth: exact allocations, prices, planted findings and what must stay clean."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from . import k8s
+from .fleet import Fleet
+from .signals import cell_blocks, cell_values
+from .spec import (
+    EKS_NODEGROUP,
+    GAP_LEN_S,
+    GAP_NODE,
+    GAP_START_H,
+    INSTANCE_TYPES,
+    MIG_INSTANCES,
+    MIG_PROFILE,
+    MIG_RESOURCE,
+    NODE_POOLS,
+    PRICE_SOURCE,
+    QUEUES,
+    SPOT_PRICE_FRACTION,
+    WORKLOADS,
+    cell_suffix,
+)
+
+HOURS_PER_MONTH = 730
+
+
+def _r(x: float, nd: int = 6) -> float:
+    return float(round(x, nd))
+
+
+def node_prices(fleet: Fleet) -> list[dict[str, Any]]:
+    out = []
+    for n in fleet.nodes.iter_rows(named=True):
+        it = INSTANCE_TYPES[n["instance_type"]]
+        spot = n["capacity_type"] == "spot"
+        hourly = it.on_demand_usd * (SPOT_PRICE_FRACTION if spot else 1.0)
+        out.append({
+            "node": n["name"], "cell": n["cell"], "node_pool": n["pool"],
+            "pool_kind": "karpenter-nodepool" if n["pool_kind"] == "karpenter" else "eks-managed-nodegroup",
+            "instance_type": it.name, "capacity_type": n["capacity_type"], "zone": n["zone"],
+            "gpu_model": it.gpu_model, "model_name": it.model_name, "gpu_count": it.gpu_count,
+            "mig_profile": MIG_PROFILE if n["mig"] else None, "mig_instances": MIG_INSTANCES if n["mig"] else 0,
+            "dcgm_hostname_label": n["hostname_label"], "dcgm_honor_labels": n["honor_labels"],
+            "on_demand_usd_per_hour": it.on_demand_usd, "hourly_usd": _r(hourly),
+            "gpu_hourly_usd": _r(hourly / it.gpu_count),
+            "price_basis": f"spot = {SPOT_PRICE_FRACTION:.0%} of on-demand (assumed)" if spot else "on-demand",
+        })
+    return out
+
+
+def _observed(fleet: Fleet) -> dict[int, dict[str, Any]]:
+    """Per workload row: sample statistics of its DCGM series (allocated samples, gap excluded)."""
+    sp = fleet.spec
+    pod_wl = fleet.pods["workload"].to_numpy()
+    parts = []
+    for c0, c1 in cell_blocks(fleet, sp.steps):
+        v = cell_values(fleet, c0, c1, 0, sp.steps)
+        m = (v.holder >= 0) & ~v.gap
+        parts.append(pl.DataFrame({"wl": pod_wl[v.holder[m]], "gr": v.gr[m], "sm": v.sm[m], "fb": v.fb[m]}))
+    df = pl.concat(parts)
+    stats = df.group_by("wl").agg(
+        samples=pl.len(), gr_active_mean=pl.col("gr").mean(),
+        gr_active_p95=pl.col("gr").quantile(0.95, interpolation="linear"), gr_active_max=pl.col("gr").max(),
+        sm_active_mean=pl.col("sm").mean(), sm_active_p95=pl.col("sm").quantile(0.95, interpolation="linear"),
+        fb_used_p95_mib=pl.col("fb").quantile(0.95, interpolation="linear"), fb_used_max_mib=pl.col("fb").max(),
+        idle_fraction=(pl.col("gr") < 0.01).mean(),
+    )
+    return {r.pop("wl"): {k: (_r(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in stats.iter_rows(named=True)}
+
+
+def _allocations(fleet: Fleet) -> dict[int, dict[str, float]]:
+    """Exact allocated hours per workload row from the pod timeline (start .. completion, clipped)."""
+    sp = fleet.spec
+    pods = fleet.pods
+    started = pods["started_s"].to_numpy().astype(np.float64)
+    done = pods["completed_s"].cast(pl.Float64).fill_null(float(sp.end_s)).to_numpy()
+    hours = np.clip(np.minimum(done, sp.end_s) - np.maximum(started, sp.start_s), 0, None) / 3600.0
+    kr0, kr1 = fleet.k_run
+    out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    gap_k = max(0, fleet.k_gap[1] - fleet.k_gap[0])
+    for wl, h, g, res, i0, i1 in zip(pods["workload"].to_list(), hours.tolist(), pods["gpus"].to_list(),
+                                     pods["resource"].to_list(), kr0.tolist(), kr1.tolist(), strict=True):
+        a = out[wl]
+        a["pods"] += 1
+        a["samples"] += (i1 - i0) * g
+        a["mig_instance_hours" if res == MIG_RESOURCE else "gpu_hours"] += h * g
+    # DCGM samples lost to the exporter gap (only on the gap node)
+    in_gap = fleet.dev_gap[fleet.assign_dev]
+    wl_of = pods["workload"].to_numpy()
+    for row in fleet.assign_pod[in_gap].tolist() if gap_k else []:
+        lo, hi = max(int(kr0[row]), fleet.k_gap[0]), min(int(kr1[row]), fleet.k_gap[1])
+        out[int(wl_of[row])]["samples"] -= max(0, hi - lo)
+    return out
+
+
+def ground_truth(fleet: Fleet) -> dict[str, Any]:
+    sp = fleet.spec
+    prices = node_prices(fleet)
+    by_node = {p["node"]: p for p in prices}
+    alloc = _allocations(fleet)
+    observed = _observed(fleet)
+    wls = fleet.workloads.to_dicts()
+    workloads, findings, clean = [], [], []
+    queue_hours: dict[str, float] = defaultdict(float)
+    groups: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for i, wl in enumerate(wls):
+        wd = WORKLOADS[wl["template"]]
+        nodes = sorted({n + cell_suffix(wl["cell"]) for n, _ in wd.pods})
+        price = by_node[nodes[0]]
+        a = alloc.get(i, {})
+        slice_h = a.get("mig_instance_hours", 0.0) / MIG_INSTANCES
+        mig = wd.resource == MIG_RESOURCE
+        sampled = _r(a.get("samples", 0) * sp.interval_s / 3600.0)
+        gpu_h = a.get("gpu_hours", 0.0)
+        queue_hours[wl["queue"]] += gpu_h + slice_h
+        entry = {
+            "namespace": wl["namespace"], "workload": wl["name"], "workload_kind": wd.kind, "cell": wl["cell"],
+            "queue": wl["queue"], "production": wd.production, "env": wd.env or None,
+            "priority_class": wd.priority_class or None, "gpu_model": price["gpu_model"],
+            "node_pool": price["node_pool"], "capacity_type": price["capacity_type"], "nodes": nodes,
+            "resource": wd.resource, "gpus_per_pod": wd.gpus_per_pod, "replicas": len(wd.pods),
+            "lifecycle": wd.lifecycle, "pod_incarnations": int(a.get("pods", 0)),
+            "allocated_gpu_hours": _r(gpu_h), "allocated_mig_instance_hours": _r(a.get("mig_instance_hours", 0.0)),
+            "allocated_mig_slice_hours": _r(slice_h),
+            "allocated_gpu_hours_sampled": 0.0 if mig else sampled,
+            "allocated_mig_instance_hours_sampled": sampled if mig else 0.0,
+            "allocated_cost_usd": _r((gpu_h + slice_h) * price["gpu_hourly_usd"], 4),
+            "planted_finding": wd.planted, "observed": observed.get(i, {}),
+        }
+        workloads.append(entry)
+        if wd.planted is None:
+            clean.append({"namespace": wl["namespace"], "workload": wl["name"], "cell": wl["cell"]})
+            continue
+        gpu_price = price["gpu_hourly_usd"] * HOURS_PER_MONTH
+        gpus = wd.gpus_per_pod * len(wd.pods)
+        f = {"rule": wd.planted, "namespace": wl["namespace"], "workload": wl["name"], "node": nodes[0],
+             "queue": wl["queue"], "cell": wl["cell"]}
+        if wd.planted == "mig":
+            f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - 1 / MIG_INSTANCES), 2),
+                     proposed={"mig_profile": MIG_PROFILE},
+                     basis=f"{gpus} whole GPU -> one {MIG_PROFILE} slice (1/7 of the GPU)")
+        elif wd.planted == "idle":
+            f.update(monthly_savings_usd=_r(gpus * gpu_price, 2), basis=f"reclaim {gpus} idle GPU")
+        elif wd.planted == "binpack":
+            f.update(monthly_savings_usd=_r(price["hourly_usd"] * HOURS_PER_MONTH, 2),
+                     proposed={"move_to_node": "h100-od-3" + cell_suffix(wl["cell"])},
+                     basis=f"move the whole gang to h100-od-3 (2 free GPUs) and release {nodes[0]}")
+        elif wd.planted == "spot":
+            f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - SPOT_PRICE_FRACTION), 2),
+                     proposed={"capacity_type": "spot"},
+                     basis=f"{gpus} on-demand GPUs -> spot at {SPOT_PRICE_FRACTION:.0%} of on-demand")
+        else:  # timeslice / mps: the group shares one GPU, releasing the other nodes
+            groups[(wl["cell"], wd.planted)].append(len(findings))
+        findings.append(f)
+    for (_, rule), idx in groups.items():
+        n = len(idx)
+        released = sum(by_node[findings[j]["node"]]["hourly_usd"] for j in idx[1:])
+        total = _r(released * HOURS_PER_MONTH, 2)
+        members = [findings[j]["workload"] for j in idx]
+        for j in idx:
+            findings[j].update(monthly_savings_usd=_r(total / n, 2), group_monthly_savings_usd=total,
+                               group=members, proposed={"sharing": "mps" if rule == "mps" else "time-slicing",
+                                                        "replicas": n},
+                               basis=f"{n} workloads share one GPU ({rule}); releases {n - 1} node(s)")
+    window_h = (sp.end_s - sp.start_s) / 3600.0
+    queues = []
+    for q in QUEUES:
+        deserved = q.deserved.get("nvidia.com/gpu", 0) * sp.cell_count
+        mean = queue_hours[q.name] / window_h
+        queues.append({"name": q.name, "weight": q.weight,
+                       "deserved": {r: v * sp.cell_count for r, v in q.deserved.items()},
+                       "capability": {r: v * sp.cell_count for r, v in q.capability.items()},
+                       "allocated_gpu_hours": _r(queue_hours[q.name]), "mean_allocated_gpus": _r(mean, 4)})
+        if q.name == "research":
+            findings.append({"rule": "queue", "namespace": None, "workload": None, "node": None, "queue": q.name,
+                             "cell": None, "monthly_savings_usd": 0.0,
+                             "evidence": {"deserved_gpus": deserved, "mean_allocated_gpus": _r(mean, 4)},
+                             "basis": "over-provisioned: deserved far above use; lower deserved/capability "
+                                      "(a re-weighting, no direct dollar saving)"})
+    g0 = sp.start_s + int(GAP_START_H * 3600)
+    gap_nodes = [n["name"] for n in fleet.nodes.to_dicts() if n["name"] == GAP_NODE + cell_suffix(n["cell"])]
+    return {
+        "generator": "gpuinsight.sample",
+        "spec": {"cell_count": sp.cell_count, "days": sp.days, "interval_s": sp.interval_s, "seed": sp.seed,
+                 "start": k8s.iso(sp.start_s), "cluster": sp.cluster},
+        "cluster": sp.cluster,
+        "window": {"start": k8s.iso(sp.start_s), "end": k8s.iso(sp.end_s), "interval_s": sp.interval_s,
+                   "steps": sp.steps, "hours": window_h},
+        "pricing": {"source": PRICE_SOURCE, "spot_price_fraction": SPOT_PRICE_FRACTION,
+                    "hours_per_month": HOURS_PER_MONTH},
+        "node_pools": [{"name": name, "kind": "karpenter-nodepool", "instance_type": it, "capacity_type": ct,
+                        "zone": z, "consolidation_policy": pol, "consolidate_after": after,
+                        "nodes": sum(p["node_pool"] == name for p in prices)}
+                       for name, (it, ct, z, pol, after) in NODE_POOLS.items()]
+        + [{"name": EKS_NODEGROUP, "kind": "eks-managed-nodegroup", "instance_type": "g6.xlarge",
+            "capacity_type": "on-demand", "zone": "us-east-1b",
+            "nodes": sum(p["node_pool"] == EKS_NODEGROUP for p in prices)}],
+        "nodes": prices,
+        "queues": queues,
+        "workloads": workloads,
+        "expected_findings": findings,
+        "must_not_flag": clean,
+        "dcgm_gap": {"nodes": gap_nodes, "start": k8s.iso(g0), "end": k8s.iso(g0 + GAP_LEN_S),
+                     "missing_samples_per_gpu": max(0, fleet.k_gap[1] - fleet.k_gap[0])},
+    }
+
+
+def write_ground_truth(fleet: Fleet, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(ground_truth(fleet), indent=2) + "\n", encoding="utf-8")
+    return path
