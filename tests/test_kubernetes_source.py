@@ -14,6 +14,7 @@ import yaml
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.sources import kubernetes as k8s
 from gpuinsight.sources.k8s import (
     MapContext,
@@ -395,6 +396,21 @@ def test_sample_fleet_dump_loads(wh: Warehouse) -> None:
     assert report.rows.get("nodes", 0) > 0
     assert wh.sql("SELECT count(*) FROM nodes WHERE gpu_count > 0 AND gpu_model IS NULL").item() == 0
     assert wh.sql("SELECT count(*) FROM pods WHERE workload IS NULL").item() == 0
+    truth_path = folder.parent / "ground_truth.json"
+    if truth_path.exists():  # the generator's ground truth: node facts and workload identities
+        truth = json.loads(truth_path.read_text())
+        kinds = {"karpenter-nodepool": "karpenter", "eks-managed-nodegroup": "eks-nodegroup"}
+        got = {r[0]: r[1:] for r in wh.sql("SELECT node, instance_type, capacity_type, node_pool, node_pool_kind, "
+                                          "gpu_count, gpu_model FROM nodes").rows()}
+        for n in truth["nodes"]:
+            assert got[n["node"]] == (n["instance_type"], n["capacity_type"], n["node_pool"], kinds[n["pool_kind"]],
+                                      n["gpu_count"], canonical_gpu_model(n["model_name"])), n["node"]
+        pods = {(r[0], r[1]): r[2:] for r in wh.sql(
+            "SELECT DISTINCT namespace, workload, workload_kind, queue FROM pods").rows()}
+        for w in truth["workloads"]:
+            if (w["namespace"], w["workload"]) in pods:
+                assert pods[(w["namespace"], w["workload"])] == (w["workload_kind"], w["queue"]), w["workload"]
+        assert sum((w["namespace"], w["workload"]) in pods for w in truth["workloads"]) >= len(truth["workloads"]) - 2
     before = counts(wh)
     k8s.load_dump_dir(wh, Config(cluster="sample"), folder)
     assert counts(wh) == before
