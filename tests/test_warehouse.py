@@ -74,3 +74,10 @@ def test_not_a_warehouse_is_bad_input(tmp_path: Path) -> None:
     bogus.write_text("this is not a database")
     with pytest.raises(BadInput, match="bogus.duckdb"):
         Warehouse(bogus)
+
+
+def test_reopened_warehouse_answers_queries(tmp_path: Path) -> None:
+    Warehouse(tmp_path / "w.duckdb").close()
+    wh = Warehouse(tmp_path / "w.duckdb")
+    assert wh.count("nodes") == 0
+    assert wh.sql("SELECT 1 AS one")["one"].to_list() == [1]

@@ -89,8 +89,8 @@ class Warehouse:
 
     def count(self, table: str) -> int:
         self.columns(table)  # validates the name against the catalog before it is quoted
-        row = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()
-        return int(row[0]) if row else 0
+        rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()
+        return int(rows[0][0]) if rows else 0
 
     # -- loads -----------------------------------------------------------------------------
     def merge(

@@ -28,13 +28,14 @@ def migration_files(root: Path | None = None) -> list[tuple[int, str, Path]]:
 
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    # fetchall, not fetchone: a half-read result keeps the connection busy on DuckDB 2.x
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    ).fetchall()
+    if not exists or not exists[0][0]:
         return 0
-    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
-    return int(row[0]) if row else 0
+    rows = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
+    return int(rows[0][0]) if rows else 0
 
 
 def migrate(con: duckdb.DuckDBPyConnection, root: Path | None = None) -> list[int]:
