@@ -123,7 +123,8 @@ class _Builder:
         self.nodes: dict[str, list] = {}
         self.devices: dict[str, list] = {}
         self.workloads: dict[str, list] = {}
-        self.pod_rows: list[tuple] = []
+        self.pod_cols: dict[str, list] = {k: [] for k in _POD_SCHEMA}
+        self.n_pods = 0
         self.pod_uids: list[str] = []
         self.container_ids: list[str] = []
         self.assign: list[tuple[int, int]] = []
@@ -177,7 +178,7 @@ class _Builder:
             gpu_rows[nd.name] = rows
         for t, wd in enumerate(WORKLOADS):
             self._add_workload(cell, t, wd, sfx, rng, node_rows, gpu_rows)
-        n_new = len(self.pod_rows) - len(self.pod_uids)
+        n_new = self.n_pods - len(self.pod_uids)
         self.pod_uids.extend(uuids(rng, n_new))
         ids = rng.bytes(32 * n_new).hex()
         self.container_ids.extend(ids[i:i + 64] for i in range(0, 64 * n_new, 64))
@@ -211,8 +212,7 @@ class _Builder:
                 pod_name = f"{name}-{r}"
             else:
                 pod_name = f"{name}-{wd.task}-{r}"
-            for inc in self._lifecycle(wd.lifecycle, created, rng):
-                self._add_pod(cell, t, wl, wd, pod_name, r, nrow, devs, *inc)
+            self._add_pods(cell, t, wl, wd, pod_name, r, nrow, devs, self._lifecycle(wd.lifecycle, created, rng))
 
     def _lifecycle(self, kind: str, created: int, rng: np.random.Generator) -> list[tuple]:
         """(created, scheduled, started, completed|None, deleted|None, final phase) per incarnation.
@@ -221,16 +221,17 @@ class _Builder:
         sample is treated as "still running at the end of the window" (so every completion is
         visible in at least one kube-state-metrics sample)."""
         sp = self.spec
-        last = sp.end_s - sp.interval_s
+        s0, end, iv = sp.start_s, sp.end_s, sp.interval_s
+        last = end - iv
         out: list[tuple] = []
         if kind == "steady":
             sched = created + 1 + int(rng.integers(0, 900))
             out.append((created + 1, sched, sched + int(rng.integers(5, 120)), None, None, "Running"))
         elif kind == "restart":
-            n = (sp.end_s - sp.start_s) // RESTART_MIN_S + 2
+            n = (end - s0) // RESTART_MIN_S + 2
             durations = rng.integers(RESTART_MIN_S, RESTART_MAX_S + 1, size=n).tolist()
             delays = rng.integers(2, 8, size=n).tolist()
-            started = sp.start_s - int(rng.integers(60, RESTART_MIN_S))
+            started = s0 - int(rng.integers(60, RESTART_MIN_S))
             c = started - int(rng.integers(3, 9))
             for dur, delay in zip(durations, delays, strict=True):
                 if started > last:
@@ -241,17 +242,16 @@ class _Builder:
                     break
                 # Volcano's RestartTask deletes the failed pod (after the next scrape) and
                 # recreates it with the same name and a new uid.
-                deleted = sp.start_s + ((done - sp.start_s) // sp.interval_s + 1) * sp.interval_s + 3
+                deleted = s0 + ((done - s0) // iv + 1) * iv + 3
                 out.append((c, c + 1, started, done, deleted, "Failed"))
                 c = deleted + 1
                 started = c + 1 + delay
         else:  # nightly
-            day0 = sp.start_s - sp.start_s % 86400 - 86400
-            for day in range(day0, sp.end_s, 86400):
+            for day in range(s0 - s0 % 86400 - 86400, end, 86400):
                 c = day + NIGHTLY_START_H * 3600 + 1
                 started = c + 1 + int(rng.integers(3, 20))
                 done = day + NIGHTLY_END_H * 3600 - int(rng.integers(0, 25 * 60))
-                if started > last or done < sp.start_s:
+                if started > last or done < s0:
                     continue
                 if done > last:
                     out.append((c, c + 1, started, None, None, "Running"))
@@ -259,20 +259,30 @@ class _Builder:
                     out.append((c, c + 1, started, done, None, "Succeeded"))
         return out
 
-    def _add_pod(self, cell: int, t: int, wl: int, wd, pod_name: str, replica: int, nrow: int,
-                 devs: list[int], created: int, scheduled: int, started: int,
-                 completed: int | None, deleted: int | None, phase: str) -> None:
+    def _add_pods(self, cell: int, t: int, wl: int, wd, pod_name: str, replica: int, nrow: int,
+                  devs: list[int], incs: list[tuple]) -> None:
+        """Append the incarnations of one pod name (same name, node and GPUs; new uid each)."""
+        n = len(incs)
+        if not n:
+            return
         key = self.keys.setdefault((wd.namespace, pod_name, wd.container_name), len(self.keys))
-        row = len(self.pod_rows)
-        self.pod_rows.append((
-            cell, t, wl, wd.namespace, pod_name, self.nodes["name"][nrow], nrow, replica, wd.container_name,
-            len(devs), wd.resource, created, scheduled, started, completed, deleted, phase, key,
-            f"10.{100 + self.nodes['template'][nrow]}.{cell % 250}.{10 + row % 240}",
-        ))
-        self.assign.extend((row, d) for d in devs)
+        row0 = self.n_pods
+        cols = self.pod_cols
+        static = {"cell": cell, "template": t, "workload": wl, "namespace": wd.namespace, "name": pod_name,
+                  "node": self.nodes["name"][nrow], "node_row": nrow, "replica": replica,
+                  "container": wd.container_name, "gpus": len(devs), "resource": wd.resource, "key": key}
+        for k, v in static.items():
+            cols[k].extend([v] * n)
+        for k, v in zip(("created_s", "scheduled_s", "started_s", "completed_s", "deleted_s", "phase"),
+                        zip(*incs, strict=True), strict=True):
+            cols[k].extend(v)
+        net = f"10.{100 + self.nodes['template'][nrow]}.{cell % 250}."
+        cols["pod_ip"].extend([f"{net}{10 + row % 240}" for row in range(row0, row0 + n)])
+        self.assign.extend((row, d) for row in range(row0, row0 + n) for d in devs)
+        self.n_pods += n
 
     def finish(self) -> Fleet:
-        pods = pl.DataFrame(self.pod_rows, schema=_POD_SCHEMA, orient="row").with_columns(
+        pods = pl.DataFrame(self.pod_cols, schema=_POD_SCHEMA).with_columns(
             uid=pl.Series(self.pod_uids), container_id=pl.Series(self.container_ids))
         # the nightly job and its pods are garbage-collected NIGHTLY_TTL_S after the last pod
         # finished (and after at least one scrape saw them finished)

@@ -45,7 +45,7 @@ def _block_frame(fleet: Fleet, c0: int, c1: int, k0: int, k1: int, pod_strings: 
     keep = ~v.gap.T.ravel()  # rows ordered by time, then device
     dev_rows = np.tile(np.arange(v.d0, v.d0 + n_dev, dtype=np.int64), n_k)[keep]
     sp = fleet.spec
-    ts = (sp.start_s + sp.interval_s * np.arange(k0, k1, dtype=np.int64)).astype("datetime64[s]")
+    ts_us = (sp.start_s + sp.interval_s * np.arange(k0, k1, dtype=np.int64)) * 1_000_000
     flat = lambda a: a.T.ravel()[keep]  # noqa: E731
     static = fleet.devices.select(
         gpu_uuid="uuid", mig_instance=pl.col("mig_instance").cast(pl.Int32), mig_profile="mig_profile",
@@ -54,7 +54,7 @@ def _block_frame(fleet: Fleet, c0: int, c1: int, k0: int, k1: int, pod_strings: 
     pods = pod_strings[flat(v.holder) + 1]
     gr, sm, fb = flat(v.gr), flat(v.sm), flat(v.fb)
     cols = {
-        "ts": pl.Series(np.repeat(ts, n_dev)[keep].astype("datetime64[us]")),
+        "ts": pl.Series(np.repeat(ts_us, n_dev)[keep]).cast(pl.Datetime("us")),
         "gr_active": gr, "gr_active_max": gr, "sm_active": sm, "sm_active_max": sm,
         "gpu_util": pl.Series(flat(v.util), nan_to_null=True),
         "fb_used_mib": fb, "fb_used_max_mib": fb, "fb_free_mib": flat(v.fb_free), "power_w": flat(v.power),
