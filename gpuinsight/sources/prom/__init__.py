@@ -1,0 +1,1 @@
+"""Helpers behind the Prometheus-family collectors (series frames, PromQL, HTTP, KSM)."""

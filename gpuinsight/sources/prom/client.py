@@ -1,0 +1,162 @@
+"""HTTP to the Prometheus API (Prometheus, Thanos, Mimir, VictoriaMetrics) and fast decoding.
+
+The connection is prometheus-api-client's ``PrometheusConnect`` (its session carries the URL,
+auth, TLS and headers), but range data does not go through its pandas path: we call
+``/api/v1/query_range`` on the same session, decode with orjson and build the series frame
+column-wise, which is several times faster and uses far less memory.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from itertools import chain
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import orjson
+import polars as pl
+import requests
+from prometheus_api_client import PrometheusConnect
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from gpuinsight.config import PrometheusConfig
+from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.sources.prom.frames import TS, empty_series
+from gpuinsight.sources.prom.promql import Matcher, Query, regex_literal, selector
+
+
+def redact_url(url: str) -> str:
+    """The URL without user:password, query or fragment: safe for logs and ``ingest_state``."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+class PromClient:
+    def __init__(self, pcfg: PrometheusConfig, *, pool_size: int = 10) -> None:
+        if not pcfg.url:
+            raise BadInput("Prometheus: no URL given (--url)")
+        parts = urlsplit(pcfg.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BadInput(f"Prometheus URL {redact_url(pcfg.url)!r}: expected http(s)://host[:port][/path]")
+        self.cfg = pcfg
+        self.base = pcfg.url.rstrip("/")
+        self.where = redact_url(pcfg.url)
+        headers = dict(pcfg.headers)
+        if pcfg.bearer_token:
+            headers["Authorization"] = f"Bearer {pcfg.bearer_token}"
+        auth = pcfg.basic_auth
+        if auth is None and parts.username:
+            auth = (parts.username, parts.password or "")
+        # Retries are ours (bounded, with backoff, and a clear message at the end), so the
+        # library's urllib3 retry is switched off.
+        # read=False re-raises a read timeout as itself rather than as a "max retries" error.
+        no_retry = Retry(total=0, read=False, raise_on_status=False)
+        self.prom = PrometheusConnect(url=self.base, headers=headers, disable_ssl=pcfg.insecure_skip_verify,
+                                      auth=auth, retry=no_retry, timeout=pcfg.timeout_s)
+        self.session: requests.Session = self.prom._session
+        if pcfg.ca_file and not pcfg.insecure_skip_verify:
+            self.session.verify = pcfg.ca_file
+        self.session.mount(self.base, HTTPAdapter(pool_connections=2, pool_maxsize=max(pool_size, 2), max_retries=no_retry))
+        self.headers = headers
+        self.auth = auth
+        self.bytes_read = 0
+
+    # -- raw calls -------------------------------------------------------------------------
+    def get(self, path: str, params: dict[str, Any] | list[tuple[str, Any]], what: str) -> Any:
+        """GET ``path`` with bounded retries on 5xx/429/timeouts; returns the ``data`` member."""
+        cfg = self.cfg
+        last = ""
+        for attempt in range(cfg.retries + 1):
+            if attempt:
+                time.sleep(min(8.0, 0.25 * 2 ** attempt) * (0.75 + 0.5 * random.random()))
+            try:
+                resp = self.session.get(f"{self.base}{path}", params=params, headers=self.headers, auth=self.auth,
+                                        timeout=(min(10.0, cfg.timeout_s), cfg.timeout_s))
+            except requests.exceptions.SSLError as exc:
+                raise RuntimeFailure(f"{self.where}: TLS error ({exc.__class__.__name__}); "
+                                     "check --ca-file or use --insecure") from exc
+            except (requests.Timeout, requests.ConnectionError) as exc:
+                timed_out = isinstance(exc, requests.Timeout) or "timed out" in str(exc).lower()
+                last = "timed out" if timed_out else "connection failed"
+                continue
+            if resp.status_code >= 500 or resp.status_code == 429:
+                last = f"HTTP {resp.status_code}"
+                continue
+            return self._decode(resp, what)
+        raise RuntimeFailure(f"{self.where}: {what}: gave up after {cfg.retries + 1} attempts ({last})")
+
+    def _decode(self, resp: requests.Response, what: str) -> Any:
+        code = resp.status_code
+        if code in (401, 403):
+            raise RuntimeFailure(f"{self.where}: HTTP {code}: not authorised (check the bearer token / basic auth)")
+        ctype = resp.headers.get("Content-Type", "")
+        if not ctype.split(";")[0].strip().lower().endswith("json"):
+            raise BadInput(f"{self.where}: {what}: answer is {ctype or 'untyped'} (HTTP {code}), not Prometheus "
+                           "JSON; is the URL the Prometheus API root?")
+        body = resp.content
+        self.bytes_read += len(body)
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"{self.where}: {what}: malformed JSON in the answer ({exc})") from exc
+        if not isinstance(doc, dict) or "status" not in doc:
+            raise BadInput(f"{self.where}: {what}: JSON answer is not a Prometheus API response")
+        if doc["status"] != "success":
+            msg = f"{self.where}: {what}: {doc.get('errorType', 'error')}: {doc.get('error', '')}"
+            if code == 400 or doc.get("errorType") == "bad_data":
+                raise BadInput(msg)
+            raise RuntimeFailure(msg)
+        return doc.get("data")
+
+    # -- API -------------------------------------------------------------------------------
+    def query_range(self, q: Query) -> pl.DataFrame:
+        data = self.get("/api/v1/query_range", {"query": q.expr, "start": q.start, "end": q.end, "step": q.step},
+                        q.expr)
+        if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+            raise BadInput(f"{self.where}: {q.expr}: expected a matrix result")
+        return matrix_frame(data["result"], q.metric, q.shift_s)
+
+    def metric_names(self, wanted: list[str], start: int, end: int, matchers: Sequence[Matcher] = ()) -> list[str]:
+        """Which of ``wanted`` have series in the window (servers without match[] return all)."""
+        sel = selector(None, [("__name__", "=~", "|".join(regex_literal(n) for n in wanted)), *matchers])
+        data = self.get("/api/v1/label/__name__/values", [("match[]", sel), ("start", start), ("end", end)],
+                        "label values of __name__")
+        present = set(data or [])
+        return [w for w in wanted if w in present]
+
+    def series(self, match: str, start: int, end: int) -> list[dict[str, str]]:
+        data = self.get("/api/v1/series", [("match[]", match), ("start", start), ("end", end)], f"series {match}")
+        return list(data or [])
+
+
+def matrix_frame(result: list[dict[str, Any]], metric: str, shift_s: float = 0) -> pl.DataFrame:
+    """A Prometheus matrix result -> series frame, without a Python object per row.
+
+    The points are flattened with C-level iteration ([t0, "v0", t1, "v1", ...]) and sliced into
+    two columns; labels are one small frame per series, gathered by series index.
+    """
+    if not result:
+        return empty_series()
+    lens = np.fromiter((len(r["values"]) for r in result), dtype=np.int64, count=len(result))
+    flat = list(chain.from_iterable(chain.from_iterable(r["values"] for r in result)))
+    ts = pl.Series("ts", flat[0::2], dtype=pl.Float64)
+    value = pl.Series("value", flat[1::2], dtype=pl.Utf8).cast(pl.Float64, strict=False)
+    labels = pl.DataFrame([r["metric"] for r in result], infer_schema_length=None)
+    labels = labels.drop([c for c in ("__name__", "metric", "ts", "value") if c in labels.columns])
+    idx = pl.Series(np.repeat(np.arange(len(result), dtype=np.uint32), lens))
+    frame = pl.DataFrame([
+        pl.Series("metric", [metric], dtype=pl.Utf8).new_from_index(0, len(ts)),
+        ((ts - shift_s) * 1_000_000).round(0).cast(pl.Int64).cast(TS).alias("ts"),
+        value,
+    ])
+    if labels.width:
+        frame = pl.concat([frame, labels.select(pl.all().cast(pl.Utf8)).select(pl.all().gather(idx))], how="horizontal")
+    return frame

@@ -1,0 +1,152 @@
+"""PromQL text built from parts: quoted matchers, the queries the collector issues, the plan.
+
+Nothing from the user is pasted into a query: label names are validated and values go
+through :func:`quote` (a PromQL string literal), regex values through :func:`regex_literal`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuinsight.errors import BadInput
+
+Matcher = tuple[str, str, str]  # (label, op, value)
+
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_OPS = ("=", "!=", "=~", "!~")
+_HEX = "0123456789abcdef"
+ANY_GPU_UUID = "GPU-[0-9a-fA-F].*"
+GPU_RESOURCES = "nvidia_com_.+"
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal for any text."""
+    out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f'"{out}"'
+
+
+def regex_literal(value: str) -> str:
+    """A regex (for ``=~``) that matches exactly ``value``."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value)
+
+
+def selector(metric: str | None, matchers: Sequence[Matcher] = ()) -> str:
+    parts = []
+    for label, op, value in matchers:
+        if not _LABEL.match(label):
+            raise BadInput(f"label matcher: {label!r} is not a valid Prometheus label name")
+        if op not in _OPS:
+            raise BadInput(f"label matcher on {label}: unknown operator {op!r}")
+        parts.append(f"{label}{op}{quote(value)}")
+    if metric is not None:
+        if not _METRIC.match(metric):
+            raise BadInput(f"{metric!r} is not a valid Prometheus metric name")
+        return f"{metric}{{{','.join(parts)}}}" if parts else metric
+    return "{" + ",".join(parts) + "}"
+
+
+def dur(seconds: int) -> str:
+    return f"{int(seconds)}s"
+
+
+def uuid_shards(n: int, lowercase_label: bool) -> list[list[Matcher]]:
+    """Split the GPU series into ``n`` disjoint groups by the first hex digit of the GPU UUID.
+
+    UUIDs are random, so the groups are even whatever the node sizes (sharding by ``gpu``
+    index would pile every single-GPU node into shard "0"). A series spelled with the old
+    ``uuid`` label, or with no GPU-hex UUID at all, falls in exactly one extra group, so the
+    shards always partition the fleet.
+    """
+    if n <= 1:
+        return [[]]
+    n = min(n, 16)
+    size = math.ceil(16 / n)
+    groups = [_HEX[i:i + size] for i in range(0, 16, size)]
+    classes = [f"GPU-[{g}{g.upper()}].*" for g in groups]
+    shards: list[list[Matcher]] = [[("UUID", "=~", c)] for c in classes]
+    if lowercase_label:
+        shards += [[("UUID", "!~", ANY_GPU_UUID), ("uuid", "=~", c)] for c in classes]
+    shards.append([("UUID", "!~", ANY_GPU_UUID), ("uuid", "!~", ANY_GPU_UUID)])
+    return shards
+
+
+@dataclass(frozen=True)
+class Query:
+    """One range query and how to label its result."""
+
+    expr: str
+    metric: str          # the series frame's ``metric`` for every result series
+    start: float         # unix seconds, first evaluation
+    end: float
+    step: int
+    shift_s: float = 0   # subtracted from the evaluation time to give the row's ts
+
+
+def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool) -> list[tuple[str, str]]:
+    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample."""
+    rng = f"{selector(name, matchers)}[{dur(step)}]"
+    if raw:
+        # last_over_time, not the bare selector: a vanished series would otherwise linger for
+        # the 5-minute lookback and count as allocated after its pod is gone.
+        return [(f"last_over_time({rng})", name)]
+    out = [(f"avg_over_time({rng})", name)]
+    if want_max:
+        out.append((f"max_over_time({rng})", f"{name}:max"))
+    return out
+
+
+def gpu_pods_filter(window: str, matchers: Sequence[Matcher]) -> str:
+    req = selector("kube_pod_container_resource_requests", [("resource", "=~", GPU_RESOURCES), *matchers])
+    return f"and on (uid) last_over_time({req}[{window}])"
+
+
+def gpu_nodes_filter(window: str, matchers: Sequence[Matcher]) -> str:
+    cap = selector("kube_node_status_capacity", [("resource", "=~", GPU_RESOURCES), *matchers])
+    return f"and on (node) (last_over_time({cap}[{window}]) > 0)"
+
+
+# Pod and node facts that do not change within a pod's life are read once per chunk; only
+# kube_pod_info / kube_node_info are read per step, because their timestamps say when a pod or
+# node was alive.
+POD_FACTS = ("kube_pod_owner", "kube_pod_labels", "kube_pod_annotations", "kube_pod_created",
+             "kube_pod_start_time", "kube_pod_status_scheduled_time", "kube_pod_completion_time",
+             "kube_pod_scheduler")
+OWNER_FACTS = ("kube_replicaset_owner", "kube_job_owner")
+
+
+def ksm_step_exprs(step: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+    w = dur(step)
+    pod = f"last_over_time({selector('kube_pod_info', matchers)}[{w}]) {gpu_pods_filter(w, matchers)}"
+    node = f"last_over_time({selector('kube_node_info', matchers)}[{w}]) {gpu_nodes_filter(w, matchers)}"
+    return [(pod, "kube_pod_info"), (node, "kube_node_info")]
+
+
+def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+    w = dur(window_s)
+    out = [(f"last_over_time({selector(m, matchers)}[{w}]) {gpu_pods_filter(w, matchers)}", m) for m in POD_FACTS]
+    req = selector("kube_pod_container_resource_requests", [("resource", "=~", GPU_RESOURCES), *matchers])
+    out.append((f"last_over_time({req}[{w}])", "kube_pod_container_resource_requests"))
+    # The current phase is the only phase series whose last value is 1.
+    phase = selector("kube_pod_status_phase", matchers)
+    out.append((f"(last_over_time({phase}[{w}]) == 1) {gpu_pods_filter(w, matchers)}", "kube_pod_status_phase"))
+    out += [(f"last_over_time({selector(m, matchers)}[{w}])", m) for m in OWNER_FACTS]
+    out.append((f"last_over_time({selector('kube_node_labels', matchers)}[{w}]) {gpu_nodes_filter(w, matchers)}",
+                "kube_node_labels"))
+    cap = selector("kube_node_status_capacity", [("resource", "=~", GPU_RESOURCES), *matchers])
+    out.append((f"last_over_time({cap}[{w}])", "kube_node_status_capacity"))
+    return out
+
+
+def chunk_grid(t0: int, t1: int, step: int, steps_per_chunk: int) -> list[tuple[int, int]]:
+    """Split the evaluation grid t0..t1 (multiples of step) into chunks of at most N points."""
+    out = []
+    a = t0
+    while a <= t1:
+        b = min(t1, a + (steps_per_chunk - 1) * step)
+        out.append((a, b))
+        a = b + step
+    return out

@@ -1,0 +1,240 @@
+"""PrometheusSource against a real Prometheus (backfilled with promtool), plus fault injection."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gpuinsight.config import Config, PrometheusConfig
+from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.sources.prom.client import redact_url
+from gpuinsight.sources.prom.promql import quote, selector, uuid_shards
+from gpuinsight.sources.prometheus import PrometheusSource
+from gpuinsight.warehouse import Warehouse
+from tests.prom_server import FaultProxy, SmallFleet, backfill, prometheus_server
+
+T0 = datetime(2026, 11, 1)
+T_END = datetime(2026, 11, 1, 6)
+TABLES = ("gpu_samples", "gpus", "pods", "nodes", "gpu_hourly", "clusters")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cfg_for(tmp_path: Path, url: str, name: str = "w", **prom: object) -> Config:
+    return Config(db_path=tmp_path / f"{name}.duckdb", cluster="test",
+                  prometheus=PrometheusConfig(url=url, **prom))  # type: ignore[arg-type]
+
+
+def counts(wh: Warehouse) -> dict[str, int]:
+    return {t: wh.count(t) for t in TABLES}
+
+
+def gpu_hours(wh: Warehouse) -> dict[tuple[str, str], float]:
+    rows = wh.sql("SELECT namespace, pod, sum(step_s) / 3600 FROM gpu_samples WHERE pod <> '' GROUP BY ALL").rows()
+    return {(r[0], r[1]): r[2] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def reference(prom_small: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    """Row counts of one clean collection of the whole window."""
+    tmp = tmp_path_factory.mktemp("ref")
+    cfg = cfg_for(tmp, prom_small)
+    with Warehouse(cfg.db_path) as wh:
+        PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+        return counts(wh)
+
+
+@pytest.fixture
+def proxy(prom_small: str) -> Iterator[FaultProxy]:
+    p = FaultProxy(prom_small)
+    yield p
+    p.close()
+
+
+def test_collect_small_fleet_matches_truth(prom_small: str, small_fleet: SmallFleet, tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, "http://alice:s3cret@" + prom_small.removeprefix("http://"), bearer_token="tok-123")
+    with Warehouse(cfg.db_path) as wh:
+        report = PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+        # every pod's GPU time, including the gap, the vanished node, MIG and the reused name
+        assert gpu_hours(wh) == small_fleet.gpu_hours(300)
+        assert "skipped 1 NaN/Inf samples" in report.notes  # the 5-minute window holding the NaNs
+        s = {(r[0], r[1]): r for r in wh.sql(
+            "SELECT gpu_uuid, mig_instance, node, mig_profile, gr_active, gr_active_max, gpu_util, fb_used_max_mib "
+            "FROM gpu_samples WHERE ts = '2026-11-01 00:10:00'").rows()}
+        assert s[("GPU-cccc0000-0000-0000-0000-000000000000", 1)][2:] == ("gpu-h100-1", "3g.40gb", 0.2, 0.2, None, 9000.0)
+        assert s[("GPU-dddd0000-0000-0000-0000-000000000000", -1)][2:5] == ("gpu-l4-1", "", 0.5)  # util/100
+        assert s[("GPU-eeee0000-0000-0000-0000-000000000000", -1)][2] == "gpu-a10g-1"
+        idle = wh.sql("SELECT DISTINCT gpu_uuid, mig_instance FROM gpu_samples WHERE pod = ''").rows()
+        assert sorted(idle) == [("GPU-aaaa1111-0000-0000-0000-000000000000", -1),
+                                ("GPU-cccc0000-0000-0000-0000-000000000000", 2),
+                                ("GPU-dddd0000-0000-0000-0000-000000000000", -1)]
+        pods = {r[0]: r[1:] for r in wh.sql(
+            "SELECT uid, name, workload_kind, workload, gpu_request, mig_profile, phase, queue FROM pods").rows()}
+        assert set(pods) == {"uid-train-0", "uid-infer", "uid-job0-a", "uid-job0-b", "uid-nb", "uid-pend"}  # no CPU pod
+        assert pods["uid-job0-a"] == ("job-0", "VolcanoJob", "vj", 1.0, None, "Failed", "research")
+        assert pods["uid-job0-b"][5] == "Running" and pods["uid-infer"][1:5] == ("Deployment", "infer", 0.0, "3g.40gb")
+        nodes = {r[0]: r[1:] for r in wh.sql("SELECT node, capacity_type, gpu_count, last_seen FROM nodes").rows()}
+        assert nodes["gpu-h100-1"][:2] == ("spot", 8) and nodes["gpu-a10g-1"][2] == datetime(2026, 11, 1, 3, 55)
+        state = wh.sql("SELECT scope, status, cursor, details FROM ingest_state").row(0)
+    assert state[:3] == (redact_url(prom_small), "complete", T_END)
+    assert "s3cret" not in str(state) and "tok-123" not in str(state)
+
+
+def test_rerun_is_idempotent_and_cursor_is_incremental(prom_small: str, reference: dict[str, int],
+                                                        tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, prom_small)
+    with Warehouse(cfg.db_path) as wh:
+        src = PrometheusSource(cfg)
+        src.collect(wh, T0, T0 + timedelta(hours=3), 300)
+        assert wh.sql("SELECT cursor FROM ingest_state").item() == T0 + timedelta(hours=3)
+        src.collect(wh, None, T_END, 300)  # resumes from the cursor minus the lag
+        assert src.last_plan["chunks"] == 1 and counts(wh) == reference
+        src.collect(wh, T0, T_END, 300)  # the same window again: same rows
+        assert counts(wh) == reference
+
+
+def test_raw_mode_and_sharding_give_the_same_allocation(prom_small: str, small_fleet: SmallFleet,
+                                                        tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, prom_small, concurrency=3)
+    with Warehouse(cfg.db_path) as wh:
+        src = PrometheusSource(cfg, points_per_query=10, points_per_batch=1)
+        src.collect(wh, T0, T_END, 300)
+        assert src.last_plan["shards"] > 2 and src.last_plan["chunks"] == 6
+        assert gpu_hours(wh) == small_fleet.gpu_hours(300)
+    cfg = cfg_for(tmp_path, prom_small, name="raw")
+    with Warehouse(cfg.db_path) as wh:
+        PrometheusSource(cfg).collect(wh, T0, T_END, 30, raw=True)
+        assert gpu_hours(wh) == small_fleet.gpu_hours(30)
+        assert wh.sql("SELECT count(*) FROM gpu_samples WHERE gr_active_max IS DISTINCT FROM gr_active").item() == 0
+
+
+def test_matchers_are_quoted_never_pasted(prom_small: str, tmp_path: Path) -> None:
+    assert quote('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+    assert selector("m", [("cluster", "=", '"} or vector(1) #')]) == 'm{cluster="\\"} or vector(1) #"}'
+    with pytest.raises(BadInput, match="not a valid Prometheus label name"):
+        selector("m", [('x"}', "=", "1")])
+    assert len(uuid_shards(4, True)) == 9 and uuid_shards(1, True) == [[]]
+    cfg = cfg_for(tmp_path, prom_small)
+    with Warehouse(cfg.db_path) as wh:
+        report = PrometheusSource(cfg, matchers={"cluster": '"} or vector(1) #'}).collect(wh, T0, T_END, 300)
+        assert wh.count("gpu_samples") == 0 and any("no dcgm-exporter series" in n for n in report.notes)
+
+
+def test_5xx_is_retried_then_gives_a_clear_failure(proxy: FaultProxy, reference: dict[str, int],
+                                                   tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, proxy.url, retries=3)
+    proxy.only_path, proxy.fail_next = "/api/v1/query_range", 3
+    with Warehouse(cfg.db_path) as wh:
+        PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+        assert counts(wh) == reference and proxy.fail_next == 0
+    cfg = cfg_for(tmp_path, proxy.url, name="fail", retries=1)
+    proxy.fail_next = 100
+    with Warehouse(cfg.db_path) as wh:
+        with pytest.raises(RuntimeFailure, match=r"query_range|over_time.*gave up after 2 attempts \(HTTP 503\)"):
+            PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+        assert wh.count("gpu_samples") == 0
+        assert wh.sql("SELECT status FROM ingest_state").item() == "failed"
+
+
+def test_stalled_server_times_out(proxy: FaultProxy, tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, proxy.url, retries=1, timeout_s=0.5)
+    proxy.stall_s = 2.0
+    started = time.monotonic()
+    with Warehouse(cfg.db_path) as wh, pytest.raises(RuntimeFailure, match=r"gave up after 2 attempts \(timed out\)"):
+        PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(("ctype", "body", "what"), [
+    ("text/html", b"<html>login</html>", "not Prometheus JSON"),
+    ("application/json", b'{"status": "success", "data": {"resultType": "matrix", "result": [', "malformed JSON"),
+])
+def test_non_prometheus_answers_are_bad_input(proxy: FaultProxy, tmp_path: Path, ctype: str, body: bytes,
+                                              what: str) -> None:
+    cfg = cfg_for(tmp_path, proxy.url)
+    proxy.only_path, proxy.content_type, proxy.body = "/api/v1/query_range", ctype, body
+    with Warehouse(cfg.db_path) as wh, pytest.raises(BadInput, match=rf"_over_time\(.*{what}"):
+        PrometheusSource(cfg).collect(wh, T0, T_END, 300)
+
+
+_KILLED_RUN = """
+import sys
+from datetime import datetime
+from pathlib import Path
+from gpuinsight.config import Config, PrometheusConfig
+from gpuinsight.sources.prometheus import PrometheusSource
+from gpuinsight.warehouse import Warehouse
+cfg = Config(db_path=Path(sys.argv[1]), cluster="test", prometheus=PrometheusConfig(url=sys.argv[2]))
+def committed(batch, rows):
+    print("COMMITTED", batch.end.isoformat(), flush=True)
+with Warehouse(cfg.db_path) as wh:
+    PrometheusSource(cfg, points_per_batch=1, on_commit=committed).collect(
+        wh, datetime(2026, 11, 1), datetime(2026, 11, 1, 6), 300)
+print("DONE", flush=True)
+"""
+
+
+def test_killed_collection_leaves_consistent_warehouse_and_resumes(proxy: FaultProxy, reference: dict[str, int],
+                                                                   tmp_path: Path) -> None:
+    db = tmp_path / "killed.duckdb"
+    proxy.delay_s = 0.05  # slow enough that the kill lands mid-run
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(db), proxy.url], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    committed = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("COMMITTED"):
+                committed.append(datetime.fromisoformat(line.split()[1]))
+            if len(committed) == 2:
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    proxy.delay_s = 0
+    cfg = cfg_for(tmp_path, proxy.url, name="killed")
+    with Warehouse(cfg.db_path) as wh:
+        cursor, status = wh.sql("SELECT cursor, status FROM ingest_state").row(0)
+        assert status == "running" and cursor >= committed[-1]
+        dup = wh.sql("SELECT count(*) FROM (SELECT 1 FROM gpu_samples GROUP BY cluster, gpu_uuid, mig_instance, ts "
+                     "HAVING count(*) > 1)").item()
+        assert dup == 0 and wh.sql("SELECT max(ts) FROM gpu_samples").item() < cursor
+        n_steps = wh.sql("SELECT count(DISTINCT ts) FROM gpu_samples").item()
+        assert n_steps == (cursor - T0) / timedelta(minutes=5)  # whole chunks only
+        PrometheusSource(cfg).collect(wh, None, T_END, 300)  # the next run completes it
+        assert counts(wh) == reference
+        assert wh.sql("SELECT status FROM ingest_state").item() == "complete"
+
+
+def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours."""
+    from gpuinsight.sample import FleetSpec, write_sample
+
+    root = tmp_path_factory.mktemp("sample-fleet")
+    spec = FleetSpec(days=0.5)
+    write_sample(root, spec, gzip=False)
+    truth = json.loads((root / "ground_truth.json").read_text())
+    tsdb = backfill(root / "metrics.om", root / "tsdb")
+    cfg = Config(db_path=root / "w.duckdb", cluster=spec.cluster)
+    with prometheus_server(tsdb) as url, Warehouse(cfg.db_path) as wh:
+        cfg = cfg.with_(prometheus=PrometheusConfig(url=url))
+        start = spec.start.replace(tzinfo=None)
+        PrometheusSource(cfg).collect(wh, start, start + timedelta(days=spec.days), spec.interval_s)
+        got = dict(wh.sql("""
+            WITH pw AS (SELECT DISTINCT namespace, name, workload FROM pods)
+            SELECT s.namespace || '/' || pw.workload, sum(s.step_s) / 3600.0
+            FROM gpu_samples s JOIN pw ON pw.namespace = s.namespace AND pw.name = s.pod
+            GROUP BY ALL""").rows())
+    step_h = spec.interval_s / 3600
+    for w in truth["workloads"]:
+        want = w["allocated_gpu_hours_sampled"] or w["allocated_mig_instance_hours_sampled"]
+        key = f"{w['namespace']}/{w['workload']}"
+        assert abs(got.get(key, 0.0) - want) <= step_h + 1e-9, (key, got.get(key), want)
