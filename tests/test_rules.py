@@ -63,6 +63,9 @@ def test_idle_notebook_found_with_its_cost() -> None:
         wl("jupyter", workload_kind="StatefulSet", gr_p50=0.0, gr_p95=0.02, gr_mean=0.004, active_fraction=0.03,
            sm_p95=0.01, fb_p99_mib=3000.0),
         wl("busy"),
+        # low but steady use is a sharing case, not idle
+        wl("steady-low", gr_p50=0.037, gr_p95=0.05, gr_mean=0.037, active_fraction=0.09, sm_p95=0.045,
+           instance_type="g6.xlarge", gpu_model="L4"),
     ]))
     assert [r.rule for r in recs] == ["idle"]
     r = recs[0]
@@ -86,7 +89,7 @@ def test_mig_fits_small_production_service_into_free_slice() -> None:
     r = recs[0]
     assert r.proposed["mig_profile"] == "1g.10gb" and r.proposed["node"] == "mig-1"
     assert r.proposed["resource"] == "nvidia.com/mig-1g.10gb"
-    assert r.monthly_savings_usd == pytest.approx(6.88 * 730)  # frees its whole GPU
+    assert r.monthly_savings_usd == pytest.approx(6.88 * 730 * 6 / 7)  # frees its GPU less the slice
 
 
 def test_mig_never_gives_a_60gb_service_a_10gb_slice() -> None:
@@ -144,8 +147,10 @@ def test_spot_for_restartable_volcano_job_with_short_tasks() -> None:
              node_pool="gpu-a100-od", gpu_hours=384.0, avg_gpus_held=8.0, cost_usd=384 * 27.44705 / 8,
              finished_pods=60, runtime_p50_s=2600.0, runtime_p90_s=2900.0)
     controls = pl.DataFrame([{"cluster": "c", "namespace": "ns", "workload": "feature-extract", "max_retry": 10,
-                              "min_available": 8, "policies": json.dumps([{"event": "PodEvicted",
-                                                                           "action": "RestartTask"}]),
+                              "min_available": 8,
+                              # as the dump loader stores them: job-level list + per-task map
+                              "policies": json.dumps({"job": [{"event": "PodEvicted", "action": "RestartTask"}],
+                                                      "tasks": {}}),
                               "tasks": None, "pod_labels": "{}", "pdb_selectors": None}])
     prices = pl.DataFrame([{"instance_type": "p4de.24xlarge", "gpu_count": 8, "on_demand_usd_per_hour": 27.44705,
                             "spot_usd_per_hour": 27.44705 * 0.35}])
@@ -229,7 +234,8 @@ def test_queue_over_provisioned_and_well_sized() -> None:
     r = recs[0]
     assert r.proposed == {"weight": 1, "deserved": {"nvidia.com/gpu": 3}, "capability": {"nvidia.com/gpu": 3}}
     assert r.current["deserved"] == {"nvidia.com/gpu": 24.0}
-    assert r.monthly_savings_usd == pytest.approx(min(21, 20) * 5.0 * 730)
+    assert r.monthly_savings_usd == 0  # an entitlement, not a bill
+    assert r.evidence["idle_entitlement_usd_per_month_at_list"] == pytest.approx(21 * 5.0 * 730)
 
 
 def test_ids_are_stable_and_settings_validated() -> None:

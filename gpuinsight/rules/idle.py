@@ -15,8 +15,8 @@ class IdleRule(Rule):
     summary = "Reclaim GPUs held by workloads that are idle nearly all the time (notebooks, forgotten services)."
     needs = ("workload_gpu_profile", "analysis_window")
     settings = (
-        Setting("active_threshold", 0.05, "GR engine activity at or below which a sample counts as idle (0..1)."),
-        Setting("max_active_fraction", 0.10, "Flag when at most this share of samples is active."),
+        Setting("max_median_activity", 0.01, "Flag when the median GR engine activity is at most this (0..1)."),
+        Setting("max_active_fraction", 0.10, "...and at most this share of samples is active (GR > 5 %)."),
         Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging."),
         Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
     )
@@ -28,7 +28,8 @@ class IdleRule(Rule):
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"]:
                 continue  # unmeasured or too short to judge
             active = num(r.get("active_fraction"), 1.0)
-            if active > settings["max_active_fraction"] or num(r.get("gr_p50")) > settings["active_threshold"]:
+            # idle = essentially nothing most of the time; low but steady use is a sharing case
+            if active > settings["max_active_fraction"] or num(r.get("gr_p50")) > settings["max_median_activity"]:
                 continue
             monthly = num(r.get("cost_usd")) / hours * 730.0 if hours else 0.0
             gpus = round(num(r.get("avg_gpus_held")), 3)

@@ -2,8 +2,8 @@
 
 Right-size to the smallest profile of the GPU model whose memory holds the p99 framebuffer
 use plus headroom and whose compute slices cover the p95 activity at a target load. Moving
-into free instances of existing MIG nodes frees the workload's whole GPU; the rest are packed
-into valid per-GPU layouts and the GPUs left over are the saving.
+into free instances of existing MIG nodes frees the GPU less the slice's share; the rest are
+packed into valid per-GPU layouts and the GPUs left over are the saving.
 """
 
 from __future__ import annotations
@@ -64,9 +64,11 @@ class MigRule(Rule):
         for r, prof in fits:
             replicas = max(1, round(num(r.get("avg_gpus_held"), 1)))
             slots = free[(prof.gpu_model, prof.profile)]
-            if len(slots) >= replicas:  # existing free instances: each replica frees its GPU
+            if len(slots) >= replicas:  # free instances on a MIG node already: use them
                 target = [slots.pop(0) for _ in range(replicas)]
-                out.append(self._rec(r, prof, replicas, float(replicas), target[0]["node"], None, settings))
+                # the slice is still paid for, so each replica frees its GPU less the slice
+                freed = replicas * (1 - prof.compute_slices / 7)
+                out.append(self._rec(r, prof, replicas, freed, target[0]["node"], None, settings))
             else:
                 by_model[prof.gpu_model].append((r, prof))
         for items in by_model.values():

@@ -2,9 +2,10 @@
 
 Over-provisioned: deserved (or capability) far above the p95 of what the queue's pods held ->
 shrink it to the p95 plus headroom, and scale the weight down in proportion. Starved: pods
-wait long while the queue sits at its capability -> raise capability and deserved. Idle quota
-is money only when capacity is kept warm for it, so the saving is the freed quota that the
-fleet actually left unallocated, at the fleet's average GPU price.
+wait long while the queue sits at its capability -> raise capability and deserved. A quota is
+an entitlement, not a bill: resizing it saves nothing by itself (the dollars come when the
+capacity kept for it is released, which binpack and idle findings price), so the saving is 0
+and the evidence shows what the idle entitlement is worth at list price.
 """
 
 from __future__ import annotations
@@ -60,21 +61,22 @@ class QueueRule(Rule):
                     proposed["capability"] = {"nvidia.com/gpu": new_cap}
                     current["capability"] = {"nvidia.com/gpu": cap}
                 freed = quota - new_deserved
-                saving = min(freed, unallocated_avg) * usd_per_gpu_hour * 730.0
                 out.append(Recommendation(
                     rule="queue", queue=q["queue"],
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower deserved to {new_deserved} and weight to {new_weight}"),
                     current=current, proposed=proposed,
-                    monthly_savings_usd=saving,
-                    confidence=0.5,
+                    monthly_savings_usd=0.0,
+                    confidence=0.6,
                     evidence={
                         "deserved_gpu": deserved, "capability_gpu": cap, "weight": q["weight"],
                         "allocated_gpu_avg": round(num(q.get("allocated_gpu_avg")), 2),
                         "allocated_gpu_p95": round(p95, 2), "allocated_gpu_max": round(peak, 2),
                         "used_gpu_avg": round(num(q.get("used_gpu_avg")), 2),
                         "fleet_unallocated_gpus_avg": round(unallocated_avg, 2),
-                        "saving_basis": "freed quota the fleet left unallocated, at the fleet's average GPU price",
+                        "idle_entitlement_gpus": round(freed, 2),
+                        "idle_entitlement_usd_per_month_at_list": round(freed * usd_per_gpu_hour * 730.0, 2),
+                        "saving_basis": "an entitlement change; dollars come from releasing the capacity",
                     },
                     target={"kind": "Queue", "name": q["queue"]},
                 ))

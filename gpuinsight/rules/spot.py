@@ -102,15 +102,21 @@ def spot_pool_name(pool: str) -> str:
 
 
 def _policies(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every lifecycle policy ({event(s), action}) anywhere in the job's or its tasks' specs."""
     found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "action" in node and ("event" in node or "events" in node):
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
     for raw in (c.get("policies"), c.get("tasks")):
-        data = json.loads(raw) if isinstance(raw, str) else raw
-        if isinstance(data, list):
-            for item in data:
-                if isinstance(item, dict) and "action" in item:
-                    found.append(item)
-                elif isinstance(item, dict):  # a task: its own policies
-                    found.extend(p for p in item.get("policies") or [] if isinstance(p, dict))
+        walk(json.loads(raw) if isinstance(raw, str) else raw)
     return found
 
 
