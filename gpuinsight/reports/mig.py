@@ -1,0 +1,107 @@
+"""The MIG fit chart: each workload's measured compute and memory need against the MIG
+profiles of its GPU model (profile table: the ``mig_catalog`` SQL model)."""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import polars as pl
+
+from gpuinsight.reports import theme
+from gpuinsight.reports.chartkit import USD, ChartLike, heading, placeholder
+from gpuinsight.reports.theme import WIDTH
+
+
+def smallest_fit(profiles: pl.DataFrame, model: str, sm: float | None, fb_mib: float | None) -> str | None:
+    """The smallest MIG profile of ``model`` whose compute and memory cover the workload.
+
+    ``None`` when nothing was measured, "whole GPU" when even the full profile is too small
+    on memory. A chart hint only: the ``mig`` rule decides with headroom and confidence.
+    """
+    if sm is None or fb_mib is None or (isinstance(sm, float) and math.isnan(sm)):
+        return None
+    cand = (
+        profiles.filter((pl.col("gpu_model") == model) & ~pl.col("profile").str.contains(r"\+"))
+        .filter((pl.col("compute_slices") / 7 >= sm) & (pl.col("memory_gb") * 1024 >= fb_mib))
+        .sort(["compute_slices", "memory_slices"])
+    )
+    return cand.item(0, "profile") if cand.height else "whole GPU"
+
+
+def fit_class(profile: str | None) -> str:
+    if profile is None:
+        return "not measured"
+    if profile == "whole GPU":
+        return profile
+    return profile.split(".", 1)[0]  # "1g.10gb" -> "1g"
+
+
+def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, max_models: int = 4) -> ChartLike:
+    """Peak GPU memory against compute need per workload, one panel per MIG-capable GPU
+    model, with that model's MIG profile boundaries as rules (``workload_gpu_profile``)."""
+    title = "MIG fit: compute and memory need per workload"
+    models = set(profiles.get_column("gpu_model").to_list())
+    on_mig = df.filter(pl.col("gpu_model").is_in(list(models))) if not df.is_empty() else df
+    if on_mig.is_empty():
+        return placeholder(title, "no workloads on MIG-capable GPUs (A30, A100, H100, H200) in the data")
+    on_mig = on_mig.with_columns(
+        pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64)
+    ).with_columns(
+        pl.coalesce("sm_p95", "gr_p95").alias("sm"),
+        pl.coalesce("fb_max_mib", "fb_p95_mib").alias("fb"),
+        pl.col("cost_usd").fill_null(0.0),
+    )
+    model_order = (on_mig.group_by("gpu_model").agg(pl.col("cost_usd").sum())
+                   .sort(["cost_usd", "gpu_model"], descending=[True, False]).get_column("gpu_model").to_list())
+    panels = []
+    per_model = max(1, max_points // min(len(model_order), max_models))
+    for model in model_order[:max_models]:
+        pts = on_mig.filter(pl.col("gpu_model") == model).sort("cost_usd", descending=True).head(per_model)
+        fits = [smallest_fit(profiles, model, sm, fb) for sm, fb in zip(pts["sm"], pts["fb"], strict=True)]
+        pts = pts.with_columns(
+            pl.Series("fits", [f or "not measured" for f in fits], dtype=pl.Utf8),
+            pl.Series("fit_class", [fit_class(f) for f in fits], dtype=pl.Utf8),
+            (pl.col("sm") * 100).round(1).alias("sm_pct"),
+            (pl.col("fb") / 1024).round(2).alias("fb_gib"),
+            pl.when(pl.col("production")).then(pl.lit("production")).otherwise(pl.lit("other")).alias("tier"),
+            pl.col("cost_usd").round(0),
+            pl.col("gpu_hours").round(1),
+        ).select("namespace", "workload", "workload_kind", "tier", "sm_pct", "fb_gib", "fits", "fit_class",
+                 "gpu_hours", "cost_usd")
+        prof = profiles.filter((pl.col("gpu_model") == model) & ~pl.col("profile").str.contains(r"\+"))
+        mem_max = float(prof.get_column("memory_gb").max() or 80)
+        vlines = (prof.group_by("compute_slices").agg(pl.col("profile").first())
+                  .with_columns((pl.col("compute_slices") / 7 * 100).round(2).alias("x"),
+                                (pl.col("compute_slices").cast(pl.Utf8) + "g").alias("label"),
+                                pl.lit(mem_max).alias("y")))
+        hlines = (prof.group_by("memory_gb").agg(pl.col("profile").sort_by("compute_slices").first())
+                  .with_columns(pl.col("profile").str.split(".").list.last().alias("label"),
+                                pl.lit(100.0).alias("x")))
+        x = alt.X("sm_pct:Q", title="compute need: SM active p95 (% of GPU)", scale=alt.Scale(domain=[0, 100]))
+        y = alt.Y("fb_gib:Q", title="peak GPU memory (GiB)", scale=alt.Scale(domain=[0, mem_max]))
+        rule_style = {"color": "#90a4ae", "strokeDash": [4, 3], "strokeWidth": 1}
+        layers = [
+            alt.Chart(vlines).mark_rule(**rule_style).encode(x="x:Q"),
+            alt.Chart(vlines).mark_text(dy=-6, fontSize=10, color="#546e7a", baseline="bottom")
+            .encode(x="x:Q", y=alt.Y("y:Q"), text="label:N"),
+            alt.Chart(hlines).mark_rule(**rule_style).encode(y="memory_gb:Q"),
+            alt.Chart(hlines).mark_text(align="right", baseline="top", dx=-3, dy=3, fontSize=10, color="#546e7a")
+            .encode(x="x:Q", y="memory_gb:Q", text="label:N"),
+            alt.Chart(pts).mark_point(filled=True, opacity=0.75).encode(
+                x=x, y=y,
+                size=alt.Size("gpu_hours:Q", title="GPU-hours", scale=alt.Scale(range=[30, 600])),
+                color=alt.Color("fit_class:N", title="fits in", scale=theme.scale_for(theme.FIT_COLORS)),
+                shape=alt.Shape("tier:N", title="tier", scale=alt.Scale(domain=["production", "other"],
+                                                                        range=["diamond", "circle"])),
+                tooltip=[alt.Tooltip("namespace:N"), alt.Tooltip("workload:N"), alt.Tooltip("workload_kind:N", title="kind"),
+                         alt.Tooltip("tier:N"), alt.Tooltip("sm_pct:Q", title="SM active p95 %"),
+                         alt.Tooltip("fb_gib:Q", title="peak memory GiB"), alt.Tooltip("fits:N", title="smallest MIG profile"),
+                         alt.Tooltip("gpu_hours:Q", title="GPU-hours"), alt.Tooltip("cost_usd:Q", title="cost $", format=USD)],
+            ),
+        ]
+        panels.append(alt.layer(*layers).properties(title=model, width=WIDTH - 180, height=300))
+    note = "Dashed lines: MIG profile compute (1g = 1/7 of the SMs) and memory boundaries of that GPU model."
+    return alt.vconcat(*panels).properties(
+        title=heading(title, note, "A point below and left of a profile's lines fits in that profile.")
+    )

@@ -1,0 +1,406 @@
+"""The waste & savings report: chart builders on literal frames, the HTML file, PNG/SVG, S3."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+import pytest
+
+from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.reports import charts, theme
+from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame
+from gpuinsight.reports.html import write_report
+from gpuinsight.reports.mig import smallest_fit
+from gpuinsight.reports.preview import MIG_CATALOG, FrameSource, synthetic_fleet
+from gpuinsight.reports.upload import parse_s3_url, upload_files
+from gpuinsight.rules.base import Recommendation
+
+T0 = datetime(2025, 3, 1)
+CHART_IDS = ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue",
+             "utilization-heatmap", "mig-fit", "fragmentation", "queue-usage")
+
+
+def hours(n: int) -> list[datetime]:
+    return [T0 + timedelta(hours=i) for i in range(n)]
+
+
+def spec_rows(chart: alt.TopLevelMixin) -> list[int]:
+    """Row counts of every inline dataset of a chart."""
+    return [len(v) for v in chart.to_dict().get("datasets", {}).values()]
+
+
+def specs_of(html: str) -> dict[str, dict[str, Any]]:
+    m = re.search(r'<script type="application/json" id="gi-specs">(.*?)</script>', html, re.S)
+    assert m, "no embedded chart specs"
+    return json.loads(m.group(1).replace("<\\/", "</"))  # type: ignore[no-any-return]
+
+
+def texts(spec: dict[str, Any]) -> str:
+    return json.dumps(spec)
+
+
+# -- chart builders on literal frames -----------------------------------------------------------
+
+HEATMAP = pl.DataFrame({
+    "node": ["a", "a", "b", "b"], "node_pool": ["p1", "p1", "p2", "p2"],
+    "hour": hours(2) * 2, "gr_active_avg": [0.0, 0.5, 0.9, None], "allocated_gpus": [8, 8, 2, 0],
+})
+
+WASTE_HOURLY = pl.DataFrame({
+    "hour": hours(3) * 3,
+    "group": ["ml"] * 3 + ["web"] * 3 + ["(unallocated)"] * 3,
+    "bucket": ["idle"] * 3 + ["underused"] * 3 + ["unallocated"] * 3,
+    "gpu_hours": [1.0] * 9, "usd": [10.0, 20.0, 30.0, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0],
+})
+
+BREAKDOWN = pl.DataFrame({
+    "group": ["ml", "web", "(unallocated)"],
+    "used_usd": [100.0, 10.0, 0.0], "idle_usd": [50.0, 0.0, 0.0], "underused_usd": [25.0, 5.0, 0.0],
+    "unallocated_usd": [0.0, 0.0, 80.0], "unmeasured_usd": [0.0, 1.0, 0.0], "total_usd": [175.0, 16.0, 80.0],
+    "used_gpu_hours": [10.0, 1.0, 0.0], "idle_gpu_hours": [5.0, 0.0, 0.0], "underused_gpu_hours": [2.5, 0.5, 0.0],
+    "unallocated_gpu_hours": [0.0, 0.0, 8.0],
+})
+
+PROFILES = pl.DataFrame({
+    "namespace": ["prod", "dev", "dev", "dev"], "workload": ["embed", "nb", "l4-svc", "blind"],
+    "workload_kind": ["Deployment"] * 4, "gpu_model": ["H100-80GB", "H100-80GB", "L4", "H100-80GB"],
+    "production": [True, False, False, False], "gpu_hours": [100.0, 50.0, 10.0, 5.0],
+    "gr_mean": [0.1, 0.0, 0.3, None], "gr_p95": [0.12, 0.01, 0.5, None], "sm_p95": [0.1, None, 0.4, None],
+    "fb_p95_mib": [7000.0, 500.0, 9000.0, None], "fb_max_mib": [8000.0, None, 9500.0, None],
+    "gpu_memory_mib": [81559.0, 81559.0, 22888.0, 81559.0], "cost_usd": [1200.0, 600.0, 8.0, 60.0],
+})
+
+FRAG = pl.DataFrame({
+    "hour": hours(2) * 2, "node_pool": ["p1", "p1", None, None],
+    "free_gpus_partial_nodes": [3, 4, 1, 0], "free_gpus_empty_nodes": [8, 0, 0, 16],
+    "partial_nodes": [2, 2, 1, 0], "empty_nodes": [1, 0, 0, 2],
+})
+
+QUEUES = pl.DataFrame({
+    "queue": ["research", "prod"], "weight": [1, 4], "deserved_gpu": [16.0, 32.0],
+    "capability_gpu": [None, 1e9], "guarantee_gpu": [0.0, 8.0], "allocated_gpu_avg": [4.0, 30.0],
+    "allocated_gpu_p95": [9.0, 32.0], "used_gpu_avg": [0.5, 20.0], "pending_p95_s": [10.0, 600.0],
+})
+
+RECS = [
+    Recommendation(rule="mig", namespace="prod", workload="embed", title="embed fits 1g.10gb",
+                   monthly_savings_usd=3000, confidence=0.9),
+    Recommendation(rule="idle", namespace="dev", workload="nb", title="<b>nb</b> idle for 7 days",
+                   monthly_savings_usd=5000, confidence=0.8),
+    Recommendation(rule="queue", queue="research", title="shrink research", monthly_savings_usd=100, confidence=0.4),
+]
+
+
+def test_heatmap_is_node_by_hour_with_pool_strip() -> None:
+    chart = charts.utilization_heatmap(HEATMAP)
+    spec = chart.to_dict()
+    assert isinstance(chart, alt.HConcatChart)
+    assert "GPU activity by node" in texts(spec) and "GR engine active" in texts(spec)
+    assert sorted(spec_rows(chart)) == [2, 2, 4]  # 2 nodes (strip), 2 nodes (lookup), 2 x 2 cells
+
+
+def test_heatmap_keeps_the_most_wasteful_nodes_of_a_big_fleet() -> None:
+    n_nodes, n_hours = 1000, 48
+    big = pl.DataFrame({
+        "node": [f"n{i:04d}" for i in range(n_nodes) for _ in range(n_hours)],
+        "node_pool": ["pool"] * (n_nodes * n_hours),
+        "hour": hours(n_hours) * n_nodes,
+        # node i is idle for i/1000 of its allocation: the highest numbers waste the most
+        "gr_active_avg": [1 - i / n_nodes for i in range(n_nodes) for _ in range(n_hours)],
+        "allocated_gpus": [8] * (n_nodes * n_hours),
+    })
+    chart = charts.utilization_heatmap(big, max_nodes=200)
+    rows = spec_rows(chart)
+    assert max(rows) <= MAX_ROWS
+    nodes = {r["node"] for d in chart.to_dict()["datasets"].values() for r in d if "pool" in r and "n" in r}
+    assert len(nodes) == 200 and min(nodes) == "n0800"
+    assert "200 of 1000 nodes" in texts(chart.to_dict())
+
+
+def test_waste_over_time_stacks_groups_and_labels_unallocated() -> None:
+    chart = charts.waste_over_time(WASTE_HOURLY, by="namespace", price_note="prices: cat, as of 2025-01-01")
+    spec = texts(chart.to_dict())
+    assert "prices: cat, as of 2025-01-01" in spec and "$ per hour" in spec
+    rows = [r for d in chart.to_dict()["datasets"].values() for r in d]
+    first = sorted((r for r in rows if r["t0"] == "2025-03-01T00:00:00"), key=lambda r: r["y0"])
+    assert [r["group"] for r in first] == ["ml", "web", "(unallocated)"]  # biggest waste at the bottom
+    assert [(r["y0"], r["y1"]) for r in first] == [(0, 10), (10, 11), (11, 16)]
+
+
+def test_waste_by_queue_without_queues_says_so() -> None:
+    no_queues = WASTE_HOURLY.with_columns(
+        pl.when(pl.col("group") == "(unallocated)").then(pl.col("group")).otherwise(pl.lit("(no queue)")).alias("group"))
+    for frame in (no_queues, WASTE_HOURLY.clear()):
+        spec = texts(charts.waste_over_time(frame, by="queue").to_dict())
+        assert "no Volcano queues in the data" in spec
+
+
+def test_waste_breakdown_dollars_and_gpu_hours_in_bucket_colours() -> None:
+    chart = charts.waste_breakdown(BREAKDOWN, price_note="prices: cat")
+    spec = chart.to_dict()
+    assert len(spec["hconcat"]) == 2
+    s = texts(spec)
+    assert "cost in the window ($)" in s and "GPU-hours" in s and "prices: cat" in s
+    scale = spec["hconcat"][0]["encoding"]["color"]["scale"]
+    assert scale["domain"] == list(theme.BUCKETS)
+    assert scale["range"] == [theme.BUCKET_COLORS[b] for b in theme.BUCKETS]
+    rows = next(iter(spec["datasets"].values()))
+    assert {r["group"] for r in rows} == {"ml", "web", "(unallocated)"}
+    ml_usd = {r["bucket"]: r["value"] for r in rows if r["group"] == "ml" and r["unit"] == "$"}
+    assert ml_usd == {"used": 100, "idle": 50, "underused": 25, "unallocated": 0, "unmeasured": 0}
+
+
+def test_savings_and_top_findings() -> None:
+    recs = recommendations_frame(RECS)
+    assert recs.get_column("rule").to_list() == ["idle", "mig", "queue"]
+    by_rule = charts.savings_by_rule(recs, price_note="prices: cat")
+    rows = [r for d in by_rule.to_dict()["datasets"].values() for r in d]
+    assert {r["rule"]: r["usd"] for r in rows} == {"idle": 5000, "mig": 3000, "queue": 100}
+    top = charts.top_findings(recs, n=2)
+    labels = [r["label"] for d in top.to_dict()["datasets"].values() for r in d]
+    assert labels == ["1. dev/nb", "2. prod/embed"]
+
+
+def test_mig_fit_draws_profile_boundaries_per_mig_capable_model() -> None:
+    chart = charts.mig_fit(PROFILES, MIG_CATALOG)
+    spec = chart.to_dict()
+    assert [p["title"] for p in spec["vconcat"]] == ["H100-80GB"]  # the L4 workload has no MIG
+    rows = [r for d in spec["datasets"].values() for r in d]
+    pts = {r["workload"]: r for r in rows if "workload" in r}
+    assert pts["embed"]["fits"] == "1g.10gb" and pts["embed"]["fit_class"] == "1g"
+    assert pts["nb"]["fits"] == "1g.10gb"  # no SM / FB max: GR p95 and FB p95 stand in
+    assert pts["blind"]["fits"] == "not measured" and pts["blind"]["fit_class"] == "not measured"
+    assert {r["label"] for r in rows if "compute_slices" in r and "x" in r and "y" in r} == {"1g", "2g", "3g", "4g", "7g"}
+    assert smallest_fit(MIG_CATALOG, "H100-80GB", 0.5, 30_000) == "4g.40gb"
+    assert smallest_fit(MIG_CATALOG, "H100-80GB", 0.1, 90_000) == "whole GPU"
+
+
+def test_fragmentation_and_queue_usage() -> None:
+    frag = charts.fragmentation(FRAG)
+    assert isinstance(frag, alt.FacetChart)
+    rows = [r for d in frag.to_dict()["datasets"].values() for r in d]
+    assert {r["node_pool"] for r in rows} == {"p1", "(no pool)"}
+    assert sum(r["free_gpus"] for r in rows if r["kind"] == "on empty nodes") == 24
+    q = charts.queue_usage(QUEUES)
+    rows = [r for d in q.to_dict()["datasets"].values() for r in d]
+    assert not any(r["measure"] == "capability" for r in rows)  # None and 1e9 both mean unlimited
+    assert {r["capability"] for r in rows} == {"unlimited"}
+    assert {(r["queue"], r["measure"]): r["gpus"] for r in rows}[("prod", "used (avg)")] == 20
+
+
+@pytest.mark.parametrize("builder", [
+    lambda: charts.utilization_heatmap(HEATMAP.clear()),
+    lambda: charts.waste_over_time(WASTE_HOURLY.clear()),
+    lambda: charts.waste_breakdown(BREAKDOWN.clear()),
+    lambda: charts.savings_by_rule(recommendations_frame([])),
+    lambda: charts.top_findings(recommendations_frame([])),
+    lambda: charts.mig_fit(PROFILES.clear(), MIG_CATALOG),
+    lambda: charts.fragmentation(FRAG.clear()),
+    lambda: charts.queue_usage(QUEUES.clear()),
+])
+def test_empty_frames_give_a_chart_that_says_why(builder: Any) -> None:
+    chart = builder()
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "text" and spec_rows(chart) == [1]
+
+
+def test_time_bins_widen_for_long_windows() -> None:
+    assert bin_hours(T0, T0 + timedelta(hours=23), 120) == 1
+    assert bin_hours(T0, T0 + timedelta(days=7), 120) == 2
+    assert bin_hours(T0, T0 + timedelta(days=90), 120) == 24
+
+
+# -- the HTML file -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    return write_report(synthetic_fleet(256), out)
+
+
+def test_report_is_self_contained_and_ordered(sample_report: Path) -> None:
+    html = sample_report.read_text()
+    assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)\s*=\s*["']?(https?:)?//""", html, re.I)
+    for cdn in ("cdn.jsdelivr", "unpkg.com", "cdnjs", "googleapis"):
+        assert cdn not in html
+    assert "vegaEmbed" in html and "vega-lite" in html.lower()
+    spend, first_chart, findings = (html.index("Monthly GPU spend"), html.index('id="chart-'),
+                                    html.index('<section id="findings">'))
+    assert spend < first_chart < findings
+    assert list(specs_of(html)) == list(CHART_IDS)
+
+
+def test_every_dollar_figure_names_the_catalog(sample_report: Path) -> None:
+    html = sample_report.read_text()
+    note = "prices: aws-us-east-1-on-demand, as of 2025-01-01"
+    headline = html[html.index('<section class="headline">'):html.index('id="chart-')]
+    cards = headline.split('<div class="card">')[1:]
+    assert len(cards) == 3 and all("$" in c and note in c for c in cards)
+    specs = specs_of(html)
+    for name in ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue"):
+        assert note in texts(specs[name]), name
+    table = html[html.index('<section id="findings">'):]
+    assert note in table[:table.index("<tbody>")]
+
+
+def test_findings_table_biggest_first_and_escaped(tmp_path: Path) -> None:
+    src = FrameSource(synthetic_fleet(16).frames, RECS, catalog="cat")
+    html = write_report(src, tmp_path / "r.html").read_text()
+    table = html[html.index('<section id="findings">'):]
+    assert "&lt;b&gt;nb&lt;/b&gt; idle for 7 days" in table and "<b>nb</b>" not in table
+    assert table.index("dev/nb") < table.index("prod/embed") < table.index("queue research")
+    assert "$5,000" in table and "80%" in table
+
+
+def test_ten_thousand_gpu_fleet_gives_a_small_file(tmp_path: Path) -> None:
+    out = write_report(synthetic_fleet(10_000), tmp_path / "big.html")
+    size = out.stat().st_size
+    assert size < 2_500_000, f"{size} bytes"
+    for name, spec in specs_of(out.read_text()).items():
+        for rows in spec.get("datasets", {}).values():
+            assert len(rows) <= MAX_ROWS, name
+
+
+def test_empty_warehouse_still_writes_a_report(tmp_path: Path) -> None:
+    full = synthetic_fleet(16, queues=False)
+    empty = {name: (f.clear() if isinstance(f, pl.DataFrame) else f(by="queue").clear())
+             for name, f in full.frames.items() if name != "mig_catalog"}
+    empty["mig_catalog"] = MIG_CATALOG
+    html = write_report(FrameSource(empty, []), tmp_path / "empty.html").read_text()
+    assert "no Volcano queues in the data" in html and "holds no GPU data yet" in html
+    assert "No findings" in html and len(specs_of(html)) == len(CHART_IDS)
+
+
+# -- with the real SQL models and rules ---------------------------------------------------------
+
+def test_report_from_a_real_warehouse(tmp_path: Path) -> None:
+    import gpuinsight as gi
+    from tests.fleet_tables import T0 as W0
+    from tests.fleet_tables import MiniFleet
+
+    end = W0 + timedelta(hours=3)
+    f = MiniFleet()
+    f.price("p5.48xlarge", "H100-80GB", 8, 55.04)
+    f.price("g6.xlarge", "L4", 1, 0.8048, 0.30)
+    f.node("n1", "p5.48xlarge", "H100-80GB", 8, pool="h100", last=end - timedelta(seconds=300))
+    f.pod("train-0", "n1", namespace="train", queue="q-train", workload="train")
+    f.series("n1", 0, "train-0", "train", 0.7, end=end, fb_mib=60_000)
+    f.pod("nb-0", "n1", namespace="research", queue="q-research", workload="notebook")
+    f.series("n1", 1, "nb-0", "research", 0.02, end=end, fb_mib=3_000, sm=0.03)
+    for g in range(2, 8):
+        f.series("n1", g, "", "", 0.0, end=end)
+    f.node("n2", "g6.xlarge", "L4", 1, pool="l4", capacity_type="spot", last=end - timedelta(seconds=300))
+    f.pod("svc-0", "n2", namespace="dev", workload="svc")
+    f.series("n2", 0, "svc-0", "dev", 0.2, end=end, mem_mib=22_888)
+    f.queue("q-train", weight=4, deserved=16, capability=16)
+    f.queue("q-research", weight=4, deserved=24, capability=32)
+    with gi.open(tmp_path / "w.duckdb") as g:
+        f.load(g.wh)
+        g.refresh()
+        html = g.report(tmp_path / "report.html").read_text()
+    assert "prices: test-catalog, as of 2026-11-01" in html
+    specs = specs_of(html)
+    assert list(specs) == list(CHART_IDS)
+    placeholders = {name for name, spec in specs.items() if spec.get("mark", {}).get("type") == "text"}
+    assert placeholders <= {"savings-by-rule", "top-findings"}  # the rules may find nothing here
+    rows = {name: [r for d in spec.get("datasets", {}).values() for r in d] for name, spec in specs.items()}
+    assert {r["queue"] for r in rows["queue-usage"]} == {"q-train", "q-research"}
+    assert {r["workload"] for r in rows["mig-fit"] if "workload" in r} == {"train", "notebook"}
+    assert {r["group"] for r in rows["waste-by-queue"]} >= {"q-research", "(unallocated)"}
+
+
+# -- upload ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import boto3
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+                 "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}.items():
+        monkeypatch.setenv(k, v)
+    client = boto3.session.Session().client("s3", endpoint_url=s3_endpoint)
+    return client
+
+
+def test_png_svg_per_chart_and_upload_to_s3(tmp_path: Path, s3: Any, s3_endpoint: str) -> None:
+    s3.create_bucket(Bucket="reports")
+    write_report(synthetic_fleet(16), tmp_path / "report.html", png_dir=tmp_path / "charts",
+                 upload="s3://reports/gpu/2025-03-01/", s3_endpoint_url=s3_endpoint)
+    for name in CHART_IDS:
+        assert (tmp_path / "charts" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (tmp_path / "charts" / f"{name}.svg").read_text()[:500]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="reports")["Contents"]}
+    assert "gpu/2025-03-01/report.html" in keys
+    assert {f"gpu/2025-03-01/charts/{n}.{ext}" for n in CHART_IDS for ext in ("png", "svg")} <= keys
+    head = s3.head_object(Bucket="reports", Key="gpu/2025-03-01/report.html")
+    assert head["ContentType"] == "text/html; charset=utf-8"
+    body = s3.get_object(Bucket="reports", Key="gpu/2025-03-01/report.html")["Body"].read()
+    assert body == (tmp_path / "report.html").read_bytes()
+
+
+def test_upload_errors_are_one_line(tmp_path: Path, s3: Any, s3_endpoint: str) -> None:
+    f = tmp_path / "x.html"
+    f.write_text("x")
+    with pytest.raises(RuntimeFailure, match=r"s3://missing-bucket/p/x\.html failed: NoSuchBucket") as exc:
+        upload_files([(f, "x.html")], "s3://missing-bucket/p", endpoint_url=s3_endpoint)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(BadInput):
+        parse_s3_url("https://bucket/prefix")
+    assert parse_s3_url("s3://b") == ("b", "")
+
+
+# -- the scheduled job ---------------------------------------------------------------------------
+
+def test_cronjob_runs_collect_then_report_and_fails_loudly(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    import yaml
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[1] / "deploy" / "cronjob.yaml").read_text()))
+    kinds = {d["kind"]: d for d in docs}
+    assert "Secret" not in kinds  # secrets by reference only
+    binding = kinds["ClusterRoleBinding"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "gpuinsight-collect"}
+    pod = kinds["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == binding["subjects"][0]["name"] == kinds["ServiceAccount"]["metadata"]["name"]
+    assert pod["restartPolicy"] == "Never"
+    script = pod["containers"][0]["args"][0]
+    # run the script with a stand-in CLI that fails at the report step: the job must fail
+    fake = tmp_path / "gpuinsight"
+    fake.write_text('#!/bin/sh\necho "$*" >> "$LOG"\n[ "$1" = report ] && exit 1\nexit 0\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(tmp_path / "log"), "CLUSTER": "prod",
+           "PROMETHEUS_URL": "http://prometheus:9090", "REPORT_WINDOW": "7d", "REPORT_S3_URL": "s3://b/p",
+           "HOME": os.environ.get("HOME", "/tmp")}
+    done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    calls = (tmp_path / "log").read_text().splitlines()
+    assert [c.split()[0] + " " + c.split()[1] for c in calls] == [
+        "collect prometheus", "collect kubernetes", "collect prices", "report --out"]
+    assert "--url http://prometheus:9090 --since 7d" in calls[0]
+    assert re.search(r"--upload s3://b/p/prod/\d{4}-\d{2}-\d{2}$", calls[3])
