@@ -64,7 +64,7 @@ def test_savings_near_the_true_figures(demo: Path) -> None:
             assert got == 0, f
         else:
             # spot depends on the assumed interruption rework, the rest on the same prices
-            tol = 0.15 if f["rule"] == "spot" else 0.02
+            tol = 0.10 if f["rule"] == "spot" else 0.02
             assert got == pytest.approx(want, rel=tol), (f, got)
 
 

@@ -47,5 +47,7 @@ def load_sample_dir(wh: Warehouse, cfg: Config, folder: str | Path | None = None
             reports.append(load_dump_dir(wh, cfg, kubectl))  # type: ignore[operator]
     load_catalog = _optional("gpuinsight.sources.prices", "load_catalog", "prices", reports)
     if load_catalog is not None:
-        reports.append(load_catalog(wh, cfg, None))  # type: ignore[operator]
+        # the fleet's own catalog (it states its spot assumption) wins over the shipped default
+        catalog = root / "prices.csv"
+        reports.append(load_catalog(wh, cfg, catalog if catalog.is_file() else None))  # type: ignore[operator]
     return reports
