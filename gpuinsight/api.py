@@ -33,9 +33,26 @@ class GpuInsight:
 
     # -- reading ---------------------------------------------------------------------------
     def query(self, name: str, **params: Any) -> pl.DataFrame:
-        """Run one named SQL model from ``queries/`` with bound parameters."""
+        """Run one named SQL model from ``queries/`` with bound parameters.
+
+        With ``config.window_days`` set, models that take ``since`` get the start of the last
+        N days of data unless the caller passes ``since`` itself: reports and rules then look
+        at the same window.
+        """
+        q = self.registry.get(name)
+        if self.config.window_days and "since" not in params and any(p.name == "since" for p in q.params):
+            params["since"] = self._window_start()
         with self.wh._lock:
             return self.registry.run(self.wh.con, name, **params)
+
+    def _window_start(self) -> datetime | None:
+        from datetime import timedelta
+
+        w = self.registry.run(self.wh.con, "analysis_window")
+        end = w["window_end"][0] if w.height else None
+        if end is None or not self.config.window_days:
+            return None
+        return end - timedelta(days=self.config.window_days)
 
     def sql(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
         """Ad-hoc SQL against the warehouse (bind values with ``?`` or ``$name``)."""

@@ -104,6 +104,17 @@ def parse_time(value: str | None, *, default: datetime | None = None) -> datetim
     return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
 
 
+def window_days(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from gpuinsight.sql.registry import parse_duration
+
+    try:
+        return parse_duration(value).total_seconds() / 86400
+    except ValueError as exc:
+        raise BadInput(f"--window {value!r}: use a duration like 7d or 36h") from exc
+
+
 def emit_frame(frame: Any, fmt: str) -> None:
     import polars as pl
 
@@ -317,13 +328,14 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
               help="Write the changes as YAML (one file per object + kustomization.yaml).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
 @click.option("--context", default=None, help="kubeconfig context for --apply and the live diff.")
+@click.option("--window", default=None, help="Judge only the last N of data, e.g. 7d (default: everything loaded).")
 @handle_errors
 def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[str, ...], emit_dir: Path | None,
-              do_apply: bool, context: str | None) -> None:
+              do_apply: bool, context: str | None, window: str | None) -> None:
     """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
     from gpuinsight.recommend_cli import run_recommend
 
-    with open_gi(db) as gi:
+    with open_gi(db, window_days=window_days(window)) as gi:
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
                       do_apply=do_apply, context=context)
 
@@ -360,10 +372,14 @@ def rules() -> None:
 @click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write each chart as PNG and SVG here.")
 @click.option("--upload", default=None, help="s3://bucket/prefix to upload the report to.")
+@click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint for --upload (MinIO and the like).")
+@click.option("--window", default=None, help="Only the last N of data, e.g. 7d (default: everything loaded).")
+@click.option("--cluster", default="default", show_default=True, help="Cluster name shown in the report title.")
 @handle_errors
-def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None) -> None:
+def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
+           window: str | None, cluster: str) -> None:
     """The waste & savings report: one self-contained HTML file."""
-    with open_gi(db) as gi:
+    with open_gi(db, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window), cluster=cluster) as gi:
         path = gi.report(out, png_dir=png_dir, upload=upload)
         click.echo(f"wrote {path}")
 

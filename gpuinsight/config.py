@@ -38,7 +38,8 @@ class Config:
     db_path: Path = Path(DEFAULT_DB)
     cluster: str = "default"
     catalog: str | None = None               # price catalog name; None = newest loaded
-    window_days: float | None = None          # analysis window; None = all data
+    window_days: float | None = None          # analysis window: the last N days of data; None = all
+    s3_endpoint_url: str | None = None        # S3-compatible store for report uploads (MinIO, moto)
     production_namespaces: tuple[str, ...] = ("prod*", "production*")
     production_priority_classes: tuple[str, ...] = ("*prod*", "*critical*")
     progress: bool = False                   # progress bars (the CLI sets it on terminals only)

@@ -2,13 +2,14 @@
 -- grain: one row for the whole fleet over the window
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
--- description: the headline numbers: GPUs, nodes, window, GPU-hours (capacity, allocated,
+-- description: the headline numbers: clusters, GPUs, nodes, window, GPU-hours (capacity, allocated,
 --   used), cost by bucket, monthly run rates (730 h), and the price catalog they came from.
 WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
 nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
 w AS (SELECT * FROM analysis_window),
 hrs AS (SELECT sum(covered_s) / 3600.0 / nullif(count(DISTINCT (cluster, node)), 0) AS hours FROM nh)
 SELECT
+    (SELECT string_agg(DISTINCT cluster, ', ' ORDER BY cluster) FROM nh) AS clusters,
     (SELECT sum(gpu_count) FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
     (SELECT count(DISTINCT (cluster, node)) FROM nh) AS nodes,
     greatest(w.window_start, coalesce($since, w.window_start)) AS window_start,

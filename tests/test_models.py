@@ -152,3 +152,14 @@ def test_window_parameters_and_bad_values(fleet: gi.GpuInsight) -> None:
         fleet.query("waste_breakdown", colour="red")
     with pytest.raises(BadInput, match="not a valid TIMESTAMP"):
         fleet.query("waste_breakdown", since="yesterday-ish")
+
+
+def test_config_window_limits_every_windowed_model(tmp_path: Path, fleet: gi.GpuInsight) -> None:
+    fleet.close()
+    cfg = gi.Config(db_path=fleet.config.db_path, window_days=1 / 24)  # the last hour
+    with gi.GpuInsight(cfg) as g:
+        n1 = g.query("waste_breakdown", by="node").filter(pl.col("group") == "n1").row(0, named=True)
+        assert n1["total_usd"] == pytest.approx(55.04)
+        # an explicit since wins over the configured window
+        full = g.query("waste_breakdown", by="node", since=None).filter(pl.col("group") == "n1").row(0, named=True)
+        assert full["total_usd"] == pytest.approx(2 * 55.04)

@@ -78,7 +78,9 @@ def build_report(gi: ReportSource) -> Report:
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
     ]
-    cluster = getattr(gi.config, "cluster", "") or "cluster"
+    configured = getattr(gi.config, "cluster", "") or ""
+    # the clusters the data holds, unless a specific (non-default) cluster was named
+    cluster = configured if configured not in ("", "default") else (summary.get("clusters") or configured or "cluster")
     return Report(cluster=cluster, summary=summary, price_note=note, findings=recs,
                   total_savings_usd=float(recs.get_column("monthly_savings_usd").sum()), charts=built,
                   notes=list(getattr(plan, "notes", []) or []))
