@@ -8,6 +8,7 @@ from gpuinsight.simulate.engine import (
     DEFAULT_REPORT_POINTS,
     LoadPoint,
     SimulationResult,
+    format_table,
     run_simulation,
     simulate,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "LoadPoint",
     "SimulationResult",
     "TraceError",
+    "format_table",
     "list_policies",
     "load_nodes",
     "load_pods",

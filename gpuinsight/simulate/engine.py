@@ -64,15 +64,21 @@ class SimulationResult:
         return asdict(self) | {"points": [asdict(p) for p in self.points]}
 
     def format_table(self) -> str:
-        """Plain-text table of the load points, with a one-line header."""
-        head = (f"policy={self.policy} seed={self.seed} gpus={self.total_gpus} "
-                f"placed={self.placed_pods} failed={self.failed_pods} runtime={self.runtime_s:.1f}s")
-        rows = [f"{'arrived%':>8} {'alloc%':>7} {'unalloc%':>8} {'frag/total%':>11} {'frag/idle%':>10}"]
-        for p in self.points:
-            ratio = "-" if p.frag_pct_of_idle is None else f"{p.frag_pct_of_idle:.2f}"
-            rows.append(f"{p.arrived_pct:>8} {p.allocation_pct:>7.2f} {p.unallocated_pct:>8.2f} "
-                        f"{p.frag_pct_of_total:>11.2f} {ratio:>10}")
-        return "\n".join([head, *rows])
+        return format_table(self.to_dict())
+
+
+def format_table(result: dict[str, Any] | SimulationResult) -> str:
+    """Plain-text table of a result (or of its ``to_dict()``): one header line, one row per point."""
+    data = result.to_dict() if isinstance(result, SimulationResult) else result
+    head = (f"policy={data['policy']} seed={data['seed']} nodes={data['total_nodes']} "
+            f"gpus={data['total_gpus']} placed={data['placed_pods']} failed={data['failed_pods']} "
+            f"runtime={data['runtime_s']:.1f}s")
+    rows = [f"{'arrived%':>8} {'alloc%':>7} {'unalloc%':>8} {'frag/total%':>11} {'frag/idle%':>10}"]
+    for p in data["points"]:
+        ratio = "-" if p["frag_pct_of_idle"] is None else f"{p['frag_pct_of_idle']:.2f}"
+        rows.append(f"{p['arrived_pct']:>8} {p['allocation_pct']:>7.2f} {p['unallocated_pct']:>8.2f} "
+                    f"{p['frag_pct_of_total']:>11.2f} {ratio:>10}")
+    return "\n".join([head, *rows])
 
 
 def arrival_rows(pods: PodTrace, capacity_milli: int, tune: float, rng: np.random.Generator) -> np.ndarray:
