@@ -238,3 +238,18 @@ def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> No
         want = w["allocated_gpu_hours_sampled"] or w["allocated_mig_instance_hours_sampled"]
         key = f"{w['namespace']}/{w['workload']}"
         assert abs(got.get(key, 0.0) - want) <= step_h + 1e-9, (key, got.get(key), want)
+
+
+def test_bulk_decoder_equals_orjson_decoder() -> None:
+    import orjson
+
+    from gpuinsight.sources.prom.client import fast_matrix, matrix_frame
+
+    body = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"x\\"values\\":[]]",'
+            b'"b":"{\\"metric\\":1}"},"values":[[1793491200,"0.5"],[1793491500.5,"NaN"]]},'
+            b'{"metric":{},"values":[[1793491200,"+Inf"]]}]}}')
+    fast = fast_matrix(body, "m", 300)
+    assert fast is not None and fast.equals(matrix_frame(orjson.loads(body)["data"]["result"], "m", 300))
+    assert fast["a"].to_list()[0] == 'x"values":[]]' and fast["value"].is_nan().to_list() == [False, True, False]
+    assert fast_matrix(body.replace(b"]}}", b'],"warnings":["w"]}}'), "m") is None  # the generic path takes it
+    assert fast_matrix(body[:-20], "m") is None

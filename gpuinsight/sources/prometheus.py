@@ -99,12 +99,18 @@ class PrometheusSource:
                 start = end - DEFAULT_LOOKBACK
         else:
             start = to_naive_utc(since)
-        if start >= end:
-            raise BadInput(f"--since {start.isoformat()} is not before --until {end.isoformat()}")
+        return self.grid(start, end, step_s)
+
+    @staticmethod
+    def grid(since: datetime, until: datetime, step_s: int) -> tuple[int, int]:
+        """First and last evaluation time for rows covering [since, until)."""
+        since, until = to_naive_utc(since), to_naive_utc(until)
+        if since >= until:
+            raise BadInput(f"--since {since.isoformat()} is not before --until {until.isoformat()}")
         # Row r stands for [r, r + step) and is evaluated at r + step; the last row ends at or
         # before ``until`` (a partial step is left for the next run).
-        t0 = math.floor(epoch_s(start) / step_s) * step_s + step_s
-        t1 = math.floor(epoch_s(end) / step_s) * step_s
+        t0 = math.floor(epoch_s(since) / step_s) * step_s + step_s
+        t1 = math.floor(epoch_s(until) / step_s) * step_s
         return t0, t1
 
     # -- planning --------------------------------------------------------------------------
