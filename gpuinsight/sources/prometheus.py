@@ -134,7 +134,7 @@ class PrometheusSource:
         # sample exactly on a boundary lands in one row, the one starting at its timestamp.
         shift = step - EPS_S
         for a, b in promql.chunk_grid(t0, t1, step, steps):
-            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift) for e, m in dcgm]
+            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=promql.DCGM_LABELS) for e, m in dcgm]
             qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift) for e, m in promql.ksm_step_exprs(step, self.matchers)]
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers)]

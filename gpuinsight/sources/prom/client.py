@@ -131,13 +131,13 @@ class PromClient:
     def query_range(self, q: Query) -> pl.DataFrame:
         body = self.get_body("/api/v1/query_range", {"query": q.expr, "start": q.start, "end": q.end, "step": q.step},
                              q.expr)
-        fast = fast_matrix(body, q.metric, q.shift_s)
+        fast = fast_matrix(body, q.metric, q.shift_s, q.keep)
         if fast is not None:
             return fast
         data = self._data(body, q.expr)
         if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
             raise BadInput(f"{self.where}: {q.expr}: expected a matrix result")
-        return matrix_frame(data["result"], q.metric, q.shift_s)
+        return matrix_frame(data["result"], q.metric, q.shift_s, q.keep)
 
     def metric_names(self, wanted: list[str], start: int, end: int, matchers: Sequence[Matcher] = ()) -> list[str]:
         """Which of ``wanted`` have series in the window (servers without match[] return all)."""
@@ -155,7 +155,8 @@ class PromClient:
 _MATRIX_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
 
 
-def fast_matrix(body: bytes, metric: str, shift_s: float = 0) -> pl.DataFrame | None:
+def fast_matrix(body: bytes, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None
+                ) -> pl.DataFrame | None:
     """The bulk path for a plain Prometheus matrix answer, or None to use the generic one.
 
     In the compact JSON Prometheus writes, an unescaped ``"values":[`` can only be the key
@@ -190,10 +191,11 @@ def fast_matrix(body: bytes, metric: str, shift_s: float = 0) -> pl.DataFrame | 
         return None
     if points.height != int(lens.sum()):
         return None
-    return _assemble(metrics, lens, points["ts"], points["value"], metric, shift_s)
+    return _assemble(metrics, lens, points["ts"], points["value"], metric, shift_s, keep)
 
 
-def matrix_frame(result: list[dict[str, Any]], metric: str, shift_s: float = 0) -> pl.DataFrame:
+def matrix_frame(result: list[dict[str, Any]], metric: str, shift_s: float = 0,
+                 keep: frozenset[str] | None = None) -> pl.DataFrame:
     """A Prometheus matrix result -> series frame, without a Python object per row.
 
     The points are flattened with C-level iteration ([t0, "v0", t1, "v1", ...]) and sliced into
@@ -205,12 +207,14 @@ def matrix_frame(result: list[dict[str, Any]], metric: str, shift_s: float = 0) 
     flat = list(chain.from_iterable(chain.from_iterable(r["values"] for r in result)))
     ts = pl.Series("ts", flat[0::2], dtype=pl.Float64)
     value = pl.Series("value", flat[1::2], dtype=pl.Utf8)
-    return _assemble([r["metric"] for r in result], lens, ts, value, metric, shift_s)
+    return _assemble([r["metric"] for r in result], lens, ts, value, metric, shift_s, keep)
 
 
 def _assemble(metrics: list[dict[str, str]], lens: np.ndarray, ts: pl.Series, value: pl.Series, metric: str,
-              shift_s: float) -> pl.DataFrame:
+              shift_s: float, keep: frozenset[str] | None = None) -> pl.DataFrame:
     value = value.cast(pl.Float64, strict=False).alias("value")
+    if keep is not None:
+        metrics = [{k: v for k, v in m.items() if k in keep} for m in metrics]
     labels = pl.DataFrame(metrics, infer_schema_length=None)
     labels = labels.drop([c for c in ("__name__", "metric", "ts", "value") if c in labels.columns])
     idx = pl.Series(np.repeat(np.arange(len(metrics), dtype=np.uint32), lens))

@@ -84,6 +84,16 @@ class Query:
     end: float
     step: int
     shift_s: float = 0   # subtracted from the evaluation time to give the row's ts
+    keep: frozenset[str] | None = None  # labels worth keeping (None = all)
+
+
+# The labels the DCGM transform reads; pci_bus_id, device, driver version, instance, job and
+# pod labels are dropped as results arrive (a third of the columns, and of the memory).
+DCGM_LABELS = frozenset({
+    "UUID", "uuid", "gpu", "node", "Hostname", "hostname", "pod", "namespace", "container", "exported_pod",
+    "exported_namespace", "exported_container", "pod_name", "pod_namespace", "container_name", "GPU_I_ID",
+    "GPU_I_PROFILE", "modelName",
+})
 
 
 def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool) -> list[tuple[str, str]]:
