@@ -1,0 +1,296 @@
+"""Apply a plan safely, and roll it back.
+
+``apply_plan``: validate the plan, refuse it when too old or when the cluster drifted from what
+it observed, check every API is served, dry-run everything (``dryRun=All``), then apply in phase
+order (config, node pools, labels, workloads, scale-down, cordon, drain), stopping at the first
+error. Every action gets an ``applied_actions`` row with the object's previous state.
+``rollback`` restores those previous states in reverse order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from gpuinsight.actions import audit, model
+from gpuinsight.actions.audit import ApplyResult, Step
+from gpuinsight.actions.builders import ordered_actions
+from gpuinsight.actions.eks import Eks, describe_for_audit
+from gpuinsight.actions.kube import Kube, MissingApi
+from gpuinsight.actions.patching import get, norm, restore_patch, strip_server_fields
+from gpuinsight.actions.planio import validate_plan
+from gpuinsight.actions.refs import Ref, kind_info
+from gpuinsight.errors import BadInput, GpuInsightError, NotFound, RuntimeFailure
+from gpuinsight.rules.base import Plan
+
+if TYPE_CHECKING:
+    from gpuinsight.warehouse import Warehouse
+
+ROLLBACK_MANAGER = "gpuinsight-rollback"
+
+
+class ApplyFailed(RuntimeFailure):
+    """The apply (or rollback) stopped; ``result`` says what happened to each action."""
+
+    def __init__(self, message: str, result: ApplyResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+# -- drift -------------------------------------------------------------------------------------
+def k8s_drift(action: dict[str, Any], live: dict[str, Any] | None, *, strict: bool = False) -> str | None:
+    obs = action.get("observed") or {}
+    target = action.get("target")
+    if obs.get("exists") is True and live is None:
+        return f"{target} no longer exists"
+    if obs.get("exists") is False and live is not None:
+        return f"{target} exists now; the plan would create it"
+    if live is None:
+        return None
+    meta = live.get("metadata") or {}
+    rv = obs.get("resourceVersion")
+    if rv and meta.get("resourceVersion") != rv and (strict or live.get("kind") == "ConfigMap"):
+        return f"{target} changed (resourceVersion {rv} -> {meta.get('resourceVersion')})"
+    gen = obs.get("generation")
+    if gen is not None and meta.get("generation") is not None and int(meta["generation"]) != int(gen):
+        return f"{target} spec changed (generation {gen} -> {meta['generation']})"
+    for ptr, seen in (obs.get("fields") or {}).items():
+        now = get(live, ptr)
+        if norm(now) != norm(seen):
+            return f"{target} {ptr} is {_short(now)}, the plan saw {_short(seen)}"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _pods(action: dict[str, Any]) -> list[Ref]:
+    return [Ref("Pod", p["namespace"], p["name"]) for p in action.get("pods") or []]
+
+
+# -- one action at a time ----------------------------------------------------------------------
+class _Runner:
+    def __init__(self, kube: Kube | None, eks: Eks | None, strict: bool) -> None:
+        self.kube, self.eks, self.strict = kube, eks, strict
+
+    def need_kube(self) -> Kube:
+        if self.kube is None:
+            raise BadInput("the plan changes Kubernetes objects: a cluster connection (--context) is needed")
+        return self.kube
+
+    def need_eks(self) -> Eks:
+        if self.eks is None:
+            raise BadInput("the plan calls the EKS API: an EKS client (AWS region and credentials) is needed")
+        return self.eks
+
+    def current(self, action: dict[str, Any]) -> Any:
+        """The state the action changes, as it is now (the audit's ``previous``)."""
+        kind = action["type"]
+        if kind == "aws-eks":
+            return describe_for_audit(self.need_eks().current(action))
+        if kind == "drain":
+            kube = self.need_kube()
+            return [{"namespace": r.namespace, "name": r.name, "node": get(kube.get(r), "/spec/nodeName")}
+                    for r in _pods(action)]
+        ref = model.action_ref(action)
+        assert ref is not None
+        return strip_server_fields(self.need_kube().get(ref))
+
+    def drift(self, action: dict[str, Any], now: Any) -> str | None:
+        kind = action["type"]
+        if kind == "aws-eks":
+            return self.need_eks().drift(action, now)
+        if kind == "drain":
+            nodes = set(action.get("nodes") or [action.get("node")])
+            for pod in now:
+                if pod["node"] is None:
+                    return f"pod {pod['namespace']}/{pod['name']} no longer exists"
+                if pod["node"] not in nodes:
+                    return f"pod {pod['namespace']}/{pod['name']} runs on {pod['node']}, not {sorted(nodes)}"
+            return None
+        return k8s_drift(action, now, strict=self.strict)
+
+    def preflight(self, action: dict[str, Any]) -> None:
+        if action["type"] == "aws-eks":
+            self.need_eks()
+            return
+        kube = self.need_kube()
+        ref = model.action_ref(action)
+        info = ref.info if ref else kind_info("Pod")
+        sub = "eviction" if action["type"] == "drain" else None
+        if not kube.served(info, sub):
+            what = f"{info.api_version} {info.plural}{'/' + sub if sub else ''}"
+            raise MissingApi(f"{action['target']}: {what} is not served by this cluster (CRD not installed?)", 404)
+
+    def run(self, action: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+        kind = action["type"]
+        if kind == "aws-eks":
+            eks = self.need_eks()
+            return {"args": eks.dry_run(action)} if dry_run else eks.apply(action)
+        kube = self.need_kube()
+        if kind == "drain":
+            for ref in _pods(action):
+                kube.evict(ref.namespace or "", ref.name, dry_run=dry_run)
+            return {"evicted": [r.key for r in _pods(action)]}
+        if kind == "k8s-patch":
+            ref = model.action_ref(action)
+            assert ref is not None
+            out = kube.patch(ref, action["patch"], "json", dry_run=dry_run)
+        else:
+            cfg = model.apply_config(action)
+            assert cfg is not None
+            out = kube.apply(cfg, dry_run=dry_run, force=False)
+        return {"resourceVersion": get(out, "/metadata/resourceVersion")}
+
+
+# -- apply -------------------------------------------------------------------------------------
+def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None = None,
+               max_age: timedelta = timedelta(hours=24), only: Iterable[str] | None = None,
+               strict: bool = False, now: datetime | None = None) -> ApplyResult:
+    """Apply ``plan`` (its recommendations' actions; ``only`` limits it to some recommendation ids).
+
+    Raises BadInput for an invalid, refused or stale plan, ApplyFailed (exit 1) when drift, the
+    dry run or the apply stops it; what was applied before a failure stays recorded for rollback.
+    """
+    validate_plan(plan)
+    now = now or datetime.now(UTC)
+    created = plan.created_at if plan.created_at.tzinfo else plan.created_at.replace(tzinfo=UTC)
+    if now - created > max_age:
+        raise BadInput(f"plan {plan.plan_id}: created_at {created.isoformat()} is older than {max_age}; "
+                       f"run recommend again")
+    wanted = set(only) if only is not None else None
+    if wanted is not None and (unknown := wanted - {r.id for r in plan.recommendations}):
+        raise NotFound(f"plan {plan.plan_id}: no recommendation {', '.join(sorted(unknown))}")
+    actions = ordered_actions(plan, wanted)
+    for action in actions:
+        if action["type"] == "refused":
+            raise BadInput(action["message"])
+    actions = [a for a in actions if a["type"] not in ("note",)]
+    result = ApplyResult(plan.plan_id)
+    if audit.rows(wh, plan.plan_id, ("applied",)):
+        raise BadInput(f"plan {plan.plan_id} is already applied; roll it back first (gpuinsight rollback "
+                       f"{plan.plan_id})")
+    if not actions:
+        return result
+    runner = _Runner(kube, eks, strict)
+    if any(a["type"] == "aws-eks" for a in actions):
+        runner.need_eks()
+    if any(a["type"] != "aws-eks" for a in actions):
+        runner.need_kube()
+    audit.save_recommendations(wh, plan)
+    base = audit.next_seq(wh, plan.plan_id)
+    seqs = [base + i for i in range(len(actions))]
+
+    def stop(index: int, status: str, message: str, previous: Any = None) -> ApplyFailed:
+        result.steps.append(audit.record(wh, plan.plan_id, seqs[index], actions[index], status, message, previous))
+        for j in range(index + 1, len(actions)):
+            result.steps.append(audit.record(wh, plan.plan_id, seqs[j], actions[j], "not-applied",
+                                             f"stopped at step {seqs[index]}"))
+        done = len(result.applied)
+        hint = (f"; {done} change(s) were applied before it: roll back with `gpuinsight rollback {plan.plan_id}`"
+                if done else "; nothing was changed")
+        return ApplyFailed(f"{message}{hint}", result)
+
+    # 1. every API served, 2. no drift, 3. server-side dry run of everything
+    previous: list[Any] = []
+    for i, action in enumerate(actions):
+        try:
+            runner.preflight(action)
+            prev = runner.current(action)
+        except GpuInsightError as exc:
+            raise stop(i, "dry-run-failed", str(exc)) from exc
+        drift = runner.drift(action, prev)
+        if drift:
+            raise stop(i, "refused", f"the cluster changed since the plan: {drift}; run recommend again", prev)
+        previous.append(prev)
+    for i, action in enumerate(actions):
+        try:
+            runner.run(action, dry_run=True)
+        except GpuInsightError as exc:
+            raise stop(i, "dry-run-failed", f"dry run: {exc}", previous[i]) from exc
+    for i, action in enumerate(actions):
+        audit.record(wh, plan.plan_id, seqs[i], action, "dry-run-ok", "", previous[i])
+    # 4. apply, recording each change as it happens
+    for i, action in enumerate(actions):
+        try:
+            prev = runner.current(action)
+            applied = runner.run(action, dry_run=False)
+        except GpuInsightError as exc:
+            raise stop(i, "failed", str(exc), previous[i]) from exc
+        message = action.get("description", "")
+        result.steps.append(audit.record(wh, plan.plan_id, seqs[i], action, "applied", message, prev, applied))
+    return result
+
+
+# -- rollback ----------------------------------------------------------------------------------
+def rollback(plan_id: str, kube: Kube | None, wh: Warehouse, *, eks: Eks | None = None,
+             force: bool = False) -> ApplyResult:
+    """Restore what ``apply_plan`` changed for ``plan_id``, newest first; stop at the first error.
+
+    A field changed again after the apply is not overwritten unless ``force``.
+    """
+    rows = [r for r in reversed(audit.rows(wh, plan_id, ("applied",)))]
+    if not rows:
+        done = audit.rows(wh, plan_id)
+        raise NotFound(f"plan {plan_id}: nothing applied to roll back"
+                       + (f" ({len(done)} recorded action(s), none in state applied)" if done else ""))
+    runner = _Runner(kube, eks, False)
+    result = ApplyResult(plan_id)
+    steps = []
+    for row in rows:
+        action, prev = row["applied"]["action"], row["previous"]
+        steps.append((row, action, prev, _restore_plan(runner, action, prev, force)))
+    for row, action, _prev, todo in steps:  # dry run of every restore first
+        try:
+            _restore(runner, action, todo, dry_run=True)
+        except GpuInsightError as exc:
+            raise ApplyFailed(f"rollback dry run, step {row['seq']} {row['target']}: {exc}; nothing restored",
+                              result) from exc
+    for row, action, _prev, todo in steps:
+        try:
+            message = _restore(runner, action, todo, dry_run=False)
+        except GpuInsightError as exc:
+            raise ApplyFailed(f"rollback stopped at step {row['seq']} {row['target']}: {exc}; "
+                              f"{len(result.steps)} step(s) restored", result) from exc
+        status = "irreversible" if action["type"] == "drain" else "rolled-back"
+        audit.set_status(wh, plan_id, row["seq"], status, message)
+        result.steps.append(Step(row["seq"], row["target"], row["operation"], status, message))
+    return result
+
+
+def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, force: bool) -> dict[str, Any]:
+    kind = action["type"]
+    if kind in ("drain", "aws-eks"):
+        return {"previous": prev}
+    ref = model.action_ref(action)
+    assert ref is not None
+    live = runner.need_kube().get(ref)
+    paths = model.touched_paths(action)
+    if not force and live is not None:
+        expected = model.expected_after(action, prev)
+        for ptr in paths:
+            if norm(get(live, ptr)) != norm(get(expected, ptr)):
+                raise ApplyFailed(f"rollback refused: {action['target']} {ptr} changed after the apply "
+                                  f"(now {_short(get(live, ptr))}); pass force to restore anyway",
+                                  ApplyResult(""))
+    if prev is None:
+        return {"delete": ref, "exists": live is not None}
+    return {"patch": restore_patch(prev, paths), "ref": ref}
+
+
+def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, dry_run: bool) -> str:
+    kind = action["type"]
+    if kind == "drain":
+        return "evicted pods are recreated by their controllers; evictions cannot be undone"
+    if kind == "aws-eks":
+        return "dry run ok" if dry_run else runner.need_eks().revert(action, todo["previous"])
+    kube = runner.need_kube()
+    if "delete" in todo:
+        if todo["exists"]:
+            kube.delete(todo["delete"], dry_run=dry_run)
+        return f"deleted {todo['delete'].key} (it did not exist before)"
+    kube.patch(todo["ref"], todo["patch"], "merge", dry_run=dry_run, field_manager=ROLLBACK_MANAGER)
+    return f"restored {', '.join(model.touched_paths(action))}"

@@ -1,0 +1,111 @@
+"""Turn recommendations into actions: one builder module per rule kind.
+
+Each builder module has ``refs(rec, state)`` (the objects it needs to see, so a live state can
+be fetched first) and ``build(rec, state)`` (the actions). Builders never talk to a cluster.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from gpuinsight.actions import model
+from gpuinsight.actions.builders import binpack, idle, mig, queue, sharing, spot
+from gpuinsight.actions.model import ActionError
+from gpuinsight.actions.patching import get, leaf_pointers, norm
+from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.state import ClusterState
+from gpuinsight.rules.base import Plan, Recommendation
+
+BUILDERS: dict[str, ModuleType] = {
+    "idle": idle, "mig": mig, "mps": sharing, "timeslice": sharing,
+    "spot": spot, "binpack": binpack, "queue": queue,
+}
+
+
+def _builder(rec: Recommendation) -> ModuleType:
+    try:
+        return BUILDERS[rec.rule]
+    except KeyError:
+        raise ActionError(f"recommendation {rec.id}: rule: unknown rule {rec.rule!r}") from None
+
+
+def build_actions(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
+    """The actions that carry ``rec`` out, given what ``state`` knows; also stored in ``rec.actions``."""
+    actions = _builder(rec).build(rec, state)
+    for action in actions:
+        action["recommendation"] = rec.id
+    rec.actions = actions
+    return actions
+
+
+def required_refs(plan: Plan | list[Recommendation], state: ClusterState) -> list[Ref]:
+    """Objects the builders read, to be fetched live before building (order kept, no duplicates)."""
+    recs = plan.recommendations if isinstance(plan, Plan) else plan
+    found: dict[str, Ref] = {}
+    for rec in recs:
+        try:
+            for ref in _builder(rec).refs(rec, state):
+                found.setdefault(ref.key, ref)
+        except ActionError:
+            continue  # reported when the actions are built
+    return list(found.values())
+
+
+def attach_actions(plan: Plan, state: ClusterState, *, strict: bool = False) -> Plan:
+    """Fill every recommendation's ``actions``.
+
+    A recommendation the builders refuse (a gang split, a PDB violation, a missing node pool)
+    gets one ``refused`` action naming the reason, unless ``strict``, which raises it.
+    Conflicting changes to the same field from two recommendations raise :class:`ActionError`.
+    """
+    for rec in plan.recommendations:
+        try:
+            build_actions(rec, state)
+        except Exception as exc:  # one bad recommendation must not sink the plan
+            if strict:
+                raise
+            message = str(exc) if isinstance(exc, ActionError) else (
+                f"recommendation {rec.id} ({rec.rule}): cannot build actions: {type(exc).__name__}: {exc}")
+            rec.actions = [{"type": "refused", "phase": "note", "target": rec.id, "recommendation": rec.id,
+                            "description": message, "message": message}]
+    try:
+        ordered_actions(plan)
+    except ActionError as exc:
+        if strict:
+            raise
+        plan.notes.append(str(exc))
+    return plan
+
+
+def ordered_actions(plan: Plan | list[Recommendation], only: set[str] | None = None) -> list[dict[str, Any]]:
+    """All actions in apply order (config, node pools, labels, workloads, scale-down, cordon,
+    drain); identical duplicates dropped; two different values for one field refused."""
+    recs = plan.recommendations if isinstance(plan, Plan) else plan
+    chosen = [(i, a) for i, rec in enumerate(recs) if only is None or rec.id in only for a in rec.actions]
+    chosen.sort(key=lambda ia: (model.phase_index(ia[1]), ia[0]))
+    out: list[dict[str, Any]] = []
+    owner: dict[tuple[str, str], tuple[Any, str]] = {}
+    for _, action in chosen:
+        if any(_same(action, prev) for prev in out):
+            continue
+        cfg = model.apply_config(action)
+        if cfg is not None:
+            ref = model.action_ref(action)
+            for ptr in leaf_pointers(cfg):
+                value = norm(get(cfg, ptr))
+                key = (ref.key if ref else "", ptr)
+                if key in owner and owner[key][0] != value:
+                    raise ActionError(f"recommendations {owner[key][1]} and {action.get('recommendation')} set "
+                                      f"{key[0]} {ptr} to different values")
+                owner[key] = (value, str(action.get("recommendation")))
+        out.append(action)
+    return out
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    ignore = ("recommendation", "description", "observed")
+    return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
+
+
+__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "required_refs"]

@@ -1,0 +1,196 @@
+"""binpack: free whole nodes by moving pods (whole gangs, PDB-aware) onto fuller nodes.
+
+Actions, in apply order: the Volcano scheduler ConfigMap with the binpack plugin weighting
+``nvidia.com/gpu`` (the rest of the conf is kept as read), the Karpenter NodePool's
+``consolidationPolicy: WhenEmptyOrUnderutilized``, a cordon per freed node, then one drain per
+gang (all its pods evicted together) or per non-gang pod. A move list that splits a gang, moves
+a pod that is not where the plan says, leaves GPU pods behind on a "freed" node, or evicts more
+pods than a PodDisruptionBudget allows is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import yaml
+
+from gpuinsight.actions import model
+from gpuinsight.actions.builders.common import fail
+from gpuinsight.actions.patching import pointer
+from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.state import ClusterState
+from gpuinsight.rules.base import Recommendation
+
+SCHEDULER_CM = Ref("ConfigMap", "volcano-system", "volcano-scheduler-configmap")
+CONF_KEY = "volcano-scheduler.conf"
+GPU = "nvidia.com/gpu"
+DEFAULT_CONF = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
+    out = [SCHEDULER_CM] + [Ref("Node", None, str(n)) for n in rec.proposed.get("nodes_freed") or []]
+    pool = rec.proposed.get("node_pool")
+    if isinstance(pool, str) and pool and (state.node_pools.get(pool) or {}).get("kind", "karpenter") == "karpenter":
+        out.append(Ref("NodePool", None, pool))
+    return out
+
+
+def binpack_conf(conf_text: str, gpu_weight: int = 10) -> str:
+    """The scheduler conf with binpack packing ``nvidia.com/gpu`` (added if the plugin is absent)."""
+    conf = yaml.safe_load(conf_text) or {}
+    tiers = conf.setdefault("tiers", [])
+    plugin = next((p for t in tiers for p in t.get("plugins") or [] if p.get("name") == "binpack"), None)
+    if plugin is None:
+        if not tiers:
+            tiers.append({"plugins": []})
+        plugin = {"name": "binpack"}
+        tiers[-1].setdefault("plugins", []).append(plugin)
+    args = plugin.setdefault("arguments", {})
+    listed = [r.strip() for r in str(args.get("binpack.resources") or "").split(",") if r.strip()]
+    if GPU not in listed:
+        listed.append(GPU)
+    args["binpack.resources"] = ", ".join(listed)
+    args[f"binpack.resources.{GPU}"] = gpu_weight
+    return yaml.safe_dump(conf, sort_keys=False)
+
+
+def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
+    moves = rec.proposed.get("moves") or []
+    freed = [str(n) for n in rec.proposed.get("nodes_freed") or []]
+    if not moves and not freed:
+        raise fail(rec, "proposed.moves", "no moves and no nodes to free")
+    batches = _batches(rec, state, moves)
+    _check_freed(rec, state, freed, batches)
+    _check_pdbs(rec, state, batches)
+    actions: list[dict[str, Any]] = []
+    ptr = pointer("data", CONF_KEY)
+    observed = state.observe(SCHEDULER_CM, [ptr])
+    live_conf = observed["fields"].get(ptr)
+    new_conf = binpack_conf(live_conf or DEFAULT_CONF, int(rec.proposed.get("gpu_weight", 10)))
+    if live_conf is None or yaml.safe_load(new_conf) != yaml.safe_load(live_conf):
+        text = "binpack plugin packs nvidia.com/gpu"
+        if live_conf is None:
+            text += " (live conf not observed: based on the Volcano chart default; apply refuses if it differs)"
+            if observed.get("exists") is None:
+                observed = {**observed, "fields": {ptr: DEFAULT_CONF}}
+        cfg = SCHEDULER_CM.skeleton() | {"data": {CONF_KEY: new_conf}}
+        actions.append(model.k8s_apply(cfg, "config", f"ConfigMap volcano-system/{SCHEDULER_CM.name}: {text}",
+                                       observed))
+    pool = rec.proposed.get("node_pool")
+    info = state.node_pools.get(pool) if isinstance(pool, str) else None
+    if info is not None and info.get("kind") == "karpenter":
+        np = Ref("NodePool", None, str(pool))
+        policy_ptr = "/spec/disruption/consolidationPolicy"
+        obs = state.observe(np, [policy_ptr])
+        if obs["fields"].get(policy_ptr) != "WhenEmptyOrUnderutilized":
+            cfg = np.skeleton() | {"spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized"}}}
+            actions.append(model.k8s_apply(cfg, "node-pool", f"NodePool {pool}: consolidationPolicy "
+                                           f"{obs['fields'].get(policy_ptr) or '?'} -> WhenEmptyOrUnderutilized", obs))
+    elif info is not None:
+        actions.append(model.note(f"node group {pool}: the freed nodes stay cordoned and empty; the cluster "
+                                  f"autoscaler (or you) removes them", f"aws:eks/{pool}"))
+    for node in freed:
+        actions.append(model.cordon(node, state.observe(Ref("Node", None, node), ["/spec/unschedulable"])))
+    for gang, nodes, pods, dest in batches:
+        what = f"gang {gang} ({len(pods)} pods together)" if gang else f"pod {pods[0]['namespace']}/{pods[0]['name']}"
+        actions.append(model.drain(nodes, pods, gang, f"evict {what} from {', '.join(nodes)}; "
+                                                      f"Volcano binpack places them (planned: {dest})"))
+    return actions
+
+
+def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
+             ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
+    """Group moved pods into eviction batches: a whole gang, or one pod. Refuses gang splits."""
+    gangs: dict[str, tuple[list[str], list[dict[str, str]], str]] = {}
+    singles: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, move in enumerate(moves):
+        ns, src, dest = move.get("namespace") or rec.namespace, move.get("from"), str(move.get("to"))
+        for pod in move.get("pods") or []:
+            row = state.pod(str(ns), str(pod))
+            if row is not None and src and row.get("node") and row["node"] != src:
+                raise fail(rec, f"proposed.moves[{i}].pods", f"pod {ns}/{pod} runs on {row['node']}, not {src}")
+            gang = (row or {}).get("podgroup") or move.get("gang")
+            key = (str(ns), str(pod))
+            if key in seen:
+                continue
+            seen.add(key)
+            entry = {"namespace": str(ns), "name": str(pod)}
+            if gang:
+                nodes, pods, _ = gangs.setdefault(f"{ns}/{gang}", ([], [], dest))
+                pods.append(entry)
+                if src and src not in nodes:
+                    nodes.append(str(src))
+            else:
+                singles.append((None, [str(src)], [entry], dest))
+    for gang_key, (_nodes, pods, _) in gangs.items():
+        ns, _, gang = gang_key.partition("/")
+        members = {p["name"] for p in state.gang_pods(ns, gang)}
+        left = sorted(members - {p["name"] for p in pods})
+        if left:
+            raise fail(rec, "proposed.moves", f"would split gang {gang_key}: {len(pods)} of {len(members)} pods "
+                                              f"move, {', '.join(left)} stay")
+    return [(g, n, p, d) for g, (n, p, d) in gangs.items()] + singles
+
+
+def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], batches: list[Any]) -> None:
+    moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
+    for node in freed:
+        stay = [f"{p['namespace']}/{p['name']}" for p in state.pods_on(node)
+                if (p.get("gpu_request") or 0) > 0 and (p["namespace"], p["name"]) not in moved]
+        if stay:
+            raise fail(rec, "proposed.nodes_freed", f"node {node} keeps GPU pods {', '.join(stay)}")
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        ok = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+              "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
+        if not ok:
+            return False
+    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
+def allowed_disruptions(pdb: dict[str, Any], expected: int, healthy: int) -> int:
+    def count(value: str) -> int:
+        value = str(value)
+        return math.ceil(float(value[:-1]) * expected / 100) if value.endswith("%") else int(value)
+
+    if pdb.get("min_available") is not None:
+        return max(0, healthy - count(pdb["min_available"]))
+    if pdb.get("max_unavailable") is not None:
+        return max(0, count(pdb["max_unavailable"]) - (expected - healthy))
+    return expected
+
+
+def _check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
+    moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
+    for pdb in state.pdbs:
+        covered = [p for p in state.pods if p["namespace"] == pdb["namespace"]
+                   and _matches(pdb.get("selector") or {}, p.get("labels") or {})]
+        evicted = [p for p in covered if (p["namespace"], p["name"]) in moved]
+        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
+        allowed = allowed_disruptions(pdb, len(covered), healthy)
+        if len(evicted) > allowed:
+            raise fail(rec, "proposed.moves", f"would evict {len(evicted)} pods covered by PodDisruptionBudget "
+                                              f"{pdb['namespace']}/{pdb['name']}, which allows {allowed}")

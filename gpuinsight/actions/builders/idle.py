@@ -1,0 +1,36 @@
+"""idle: scale an idle workload to zero (suspend a CronJob; a note for kinds that cannot scale)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuinsight.actions import model
+from gpuinsight.actions.builders.common import readable, workload_ref
+from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.state import ClusterState
+from gpuinsight.rules.base import Recommendation
+
+SCALABLE = ("Deployment", "StatefulSet")
+
+
+def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
+    return readable([workload_ref(rec, rec.target)])
+
+
+def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
+    ref = workload_ref(rec, rec.target)
+    if ref.kind == "CronJob":
+        cfg = ref.skeleton() | {"spec": {"suspend": True}}
+        observed = state.observe(ref, ["/spec/suspend"])
+        return [model.k8s_apply(cfg, "workload", f"{ref.key}: suspend (its runs hold idle GPUs)", observed)]
+    if ref.kind not in SCALABLE:
+        how = {"VolcanoJob": f"a Volcano Job cannot be scaled: let it finish or delete it "
+                             f"(kubectl delete vcjob -n {ref.namespace} {ref.name})",
+               "Pod": f"delete the bare Pod (kubectl delete pod -n {ref.namespace} {ref.name})"}.get(
+            ref.kind, f"scale or delete the {ref.kind} at its source")
+        return [model.note(f"{ref.key} holds GPUs while idle; {how}", ref.key)]
+    cfg = ref.skeleton() | {"spec": {"replicas": 0}}
+    observed = state.observe(ref, ["/spec/replicas"])
+    before = observed["fields"].get("/spec/replicas")
+    change = f"scale {before} -> 0 replicas" if before is not None else "scale to 0 replicas"
+    return [model.k8s_apply(cfg, "workload", f"{ref.key}: {change} (idle GPUs)", observed)]

@@ -1,0 +1,108 @@
+"""mps / timeslice: share one node's GPUs between several small workloads.
+
+Three steps: a device-plugin config entry (ConfigMap ``gpu-operator/device-plugin-config``,
+one key per config name), the node label ``nvidia.com/device-plugin.config=<name>`` that makes
+the device plugin on that node use it, and a nodeSelector pinning each workload to the node.
+The GPU Operator must point its device plugin at that ConfigMap (ClusterPolicy
+``devicePlugin.config.name``). The rules emit one recommendation per group member (``target.member``);
+each pins its member, and the shared config and label are deduplicated across them.
+When the plan names no node, the node running most of the group is chosen (not a MIG node,
+not one already using another device-plugin config or claimed by another group in this plan).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpuinsight.actions import model
+from gpuinsight.actions.builders.common import fail, pin_workload, readable, workload_ref
+from gpuinsight.actions.patching import pointer
+from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.state import ClusterState
+from gpuinsight.rules.base import Recommendation
+
+CONFIG_NAMESPACE = "gpu-operator"
+CONFIG_NAME = "device-plugin-config"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+SHARING_KEYS = {"mps": "mps", "time-slicing": "timeSlicing"}
+RULE_SHARING = {"mps": "mps", "timeslice": "time-slicing"}
+
+
+def config_document(sharing: str, replicas: int) -> str:
+    doc = {"version": "v1", "sharing": {SHARING_KEYS[sharing]: {
+        "renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}]}}}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _group(rec: Recommendation) -> tuple[str, str, int, list[Ref], list[Ref]]:
+    sharing = rec.proposed.get("sharing")
+    if sharing != RULE_SHARING[rec.rule]:
+        raise fail(rec, "proposed.sharing", f"{sharing!r} does not match rule {rec.rule} "
+                                            f"(expected {RULE_SHARING[rec.rule]!r})")
+    name = rec.proposed.get("config_name")
+    if not isinstance(name, str) or not name:
+        raise fail(rec, "proposed.config_name", "missing")
+    workloads = rec.target.get("workloads") or []
+    if not workloads:
+        raise fail(rec, "target.workloads", "no workloads to share the GPU")
+    group = [workload_ref(rec, w, f"target.workloads[{i}]") for i, w in enumerate(workloads)]
+    pinned = [workload_ref(rec, rec.target["member"], "target.member")] if rec.target.get("member") else group
+    return sharing, name, int(rec.proposed.get("replicas", 0)), group, pinned
+
+
+def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
+    _, _, _, group, pinned = _group(rec)
+    node = rec.proposed.get("node")
+    nodes = [Ref("Node", None, node)] if isinstance(node, str) and node else []
+    return [Ref("ConfigMap", CONFIG_NAMESPACE, CONFIG_NAME), *nodes, *readable(pinned)]
+
+
+def choose_node(rec: Recommendation, state: ClusterState, name: str, group: list[Ref]) -> str:
+    node = rec.proposed.get("node")
+    if isinstance(node, str) and node:
+        return node
+    claimed = state.planned.setdefault("sharing-nodes", {})
+    for chosen, config in claimed.items():
+        if config == name:
+            return chosen
+    counts: dict[str, int] = {}
+    for ref in group:
+        for pod in state.workload_pods(ref.namespace or "", ref.kind, ref.name):
+            if pod.get("node"):
+                counts[pod["node"]] = counts.get(pod["node"], 0) + 1
+    for candidate in sorted(counts, key=lambda n: (-counts[n], n)):
+        labels = (state.nodes.get(candidate) or {}).get("labels") or {}
+        if labels.get("nvidia.com/mig.config") not in (None, "", "all-disabled"):
+            continue
+        if labels.get(CONFIG_LABEL) not in (None, "", name) or candidate in claimed:
+            continue
+        claimed[candidate] = name
+        return candidate
+    raise fail(rec, "proposed.node", "no node to host the group (none of its nodes is free of MIG and of "
+                                     "another device-plugin config)")
+
+
+def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
+    sharing, name, replicas, group, pinned = _group(rec)
+    node = choose_node(rec, state, name, group)
+    actions: list[dict[str, Any]] = []
+    cm = Ref("ConfigMap", CONFIG_NAMESPACE, CONFIG_NAME)
+    doc = config_document(sharing, replicas)
+    key_ptr = pointer("data", name)
+    observed = state.observe(cm, [key_ptr])
+    if observed["fields"].get(key_ptr) != doc:
+        cfg = cm.skeleton() | {"data": {name: doc}}
+        actions.append(model.k8s_apply(cfg, "config", f"ConfigMap {CONFIG_NAMESPACE}/{CONFIG_NAME}: entry {name} = "
+                                                      f"{sharing} with {replicas} replicas per GPU", observed))
+    node_ref = Ref("Node", None, node)
+    observed = state.observe(node_ref, [model.label_pointer(CONFIG_LABEL)])
+    current = observed["fields"].get(model.label_pointer(CONFIG_LABEL))
+    if current != name:
+        actions.append(model.label(node, {CONFIG_LABEL: name}, f"node {node}: {CONFIG_LABEL} "
+                                   f"{current or '(unset)'} -> {name} (device plugin restarts on the node)", observed))
+    for ref in pinned:
+        actions.append(pin_workload(state, ref, {"kubernetes.io/hostname": node}, None,
+                                    f"share {node}'s GPUs ({sharing}, group of {len(group)})"))
+    return actions

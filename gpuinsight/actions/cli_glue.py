@@ -1,0 +1,70 @@
+"""What the CLI's ``recommend --apply`` and ``rollback PLAN_ID`` call (one string back to print)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuinsight.actions import audit
+from gpuinsight.actions.apply import apply_plan, rollback
+from gpuinsight.actions.diff import diff_plan
+from gpuinsight.actions.eks import Eks
+from gpuinsight.actions.kube import Kube
+from gpuinsight.actions.plan import warehouse_cluster
+
+if TYPE_CHECKING:
+    from gpuinsight.api import GpuInsight
+    from gpuinsight.rules.base import Plan
+    from gpuinsight.warehouse import Warehouse
+
+
+def eks_region(wh: Warehouse) -> str | None:
+    """The AWS region of the EKS node groups the warehouse knows (from their ARNs), if any."""
+    rows = wh.sql("SELECT spec FROM node_pools WHERE kind = 'eks-nodegroup'").rows()
+    for (spec,) in rows:
+        arn = str(spec or "")
+        marker = "arn:aws:eks:"
+        if marker in arn:
+            return arn.split(marker, 1)[1].split(":", 1)[0] or None
+    return None
+
+
+def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None, live: bool = False,
+                  dump_dir: Path | None = None) -> str:
+    """``recommend``'s diff: against the live cluster (``live`` or a ``context``), kubectl dumps, or
+    what the warehouse recorded."""
+    from gpuinsight.actions import prepare_plan
+
+    kube = Kube.from_kubeconfig(context) if (live or context) else None
+    state = prepare_plan(plan, gi.wh, cluster=warehouse_cluster(gi.wh, gi.config.cluster), kube=kube,
+                         dump_dir=dump_dir)
+    return diff_plan(plan, state)
+
+
+def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
+                   max_age: timedelta = timedelta(hours=24)) -> str:
+    """Rebuild the plan's actions from live objects, show the diff, then apply (dry run first)."""
+    from gpuinsight.actions import needs_eks, prepare_plan
+
+    kube = Kube.from_kubeconfig(context)
+    state = prepare_plan(plan, gi.wh, cluster=warehouse_cluster(gi.wh, gi.config.cluster), kube=kube)
+    eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
+    text = diff_plan(plan, state)
+    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age)
+    lines = [text, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
+    lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
+    return "\n".join(lines)
+
+
+def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: str | None = None) -> str:
+    rows = audit.rows(gi.wh, plan_id, ("applied",))
+    ops = {r["operation"] for r in rows}
+    kube = Kube.from_kubeconfig(context) if any(not o.startswith("eks:") for o in ops) else None
+    eks = Eks.from_region(eks_region(gi.wh)) if any(o.startswith("eks:") for o in ops) else None
+    result = rollback(plan_id, kube, gi.wh, eks=eks)
+    lines = [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}: {s.message}" for s in result.steps]
+    return "\n".join([*lines, result.summary()])
+
+
+__all__ = ["apply_from_cli", "diff_from_cli", "eks_region", "rollback_from_cli"]

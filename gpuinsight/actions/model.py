@@ -1,0 +1,131 @@
+"""The action format: what a recommendation's ``actions`` array holds (docs/actions.md).
+
+Every action is a plain JSON-able dict with ``type``, ``phase`` (apply order), ``target`` (a
+one-line name for people and the audit table) and ``description``. Kubernetes actions also have
+``ref`` (apiVersion/kind/namespace/name) and ``observed`` (what the plan saw: existence,
+resourceVersion, generation and the values of the fields the action touches).
+
+=============  ==========================================================================
+type           meaning
+=============  ==========================================================================
+k8s-apply      server-side apply of ``object`` (fieldManager gpuinsight, force=false)
+k8s-label      set ``labels`` on ``node`` (server-side apply of the Node's labels)
+k8s-patch      RFC 6902 JSON patch ``patch`` on ``ref``, guarded by ``test`` operations
+               (used where a field must be removed or a list edited by position)
+cordon         mark ``node`` unschedulable (server-side apply of spec.unschedulable)
+drain          evict ``pods`` ([{namespace, name}]) together; ``gang`` names their PodGroup
+aws-eks        boto3 EKS ``call`` with ``args`` (create_nodegroup, update_nodegroup_config)
+note           nothing is applied; ``message`` says what a person should do
+refused        the builder refused the recommendation (``message`` names the field)
+=============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuinsight.actions.patching import apply_merge, json_patch, leaf_pointers, pointer, truncate_at_list
+from gpuinsight.actions.refs import Ref
+from gpuinsight.errors import BadInput
+
+FIELD_MANAGER = "gpuinsight"
+PHASES = ("config", "node-pool", "label", "workload", "scale-down", "cordon", "drain", "note")
+ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "drain", "aws-eks", "note", "refused")
+K8S_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon")
+EKS_CALLS = ("create_nodegroup", "update_nodegroup_config")
+
+
+class ActionError(BadInput):
+    """A recommendation cannot be turned into safe actions (names the offending field)."""
+
+
+def phase_index(action: dict[str, Any]) -> int:
+    phase = action.get("phase", "note")
+    return PHASES.index(phase) if phase in PHASES else len(PHASES)
+
+
+def action_ref(action: dict[str, Any]) -> Ref | None:
+    if action.get("type") in ("k8s-label", "cordon"):
+        return Ref("Node", None, str(action["node"]))
+    if action.get("type") in ("k8s-apply", "k8s-patch"):
+        return Ref.from_dict(action["ref"])
+    return None
+
+
+def apply_config(action: dict[str, Any]) -> dict[str, Any] | None:
+    """The server-side apply configuration an SSA-type action sends."""
+    kind = action.get("type")
+    if kind == "k8s-apply":
+        return action["object"]
+    if kind == "k8s-label":
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": action["node"], "labels": dict(action["labels"])}}
+    if kind == "cordon":
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": action["node"]},
+                "spec": {"unschedulable": True}}
+    return None
+
+
+def touched_paths(action: dict[str, Any]) -> list[str]:
+    """JSON pointers of the fields an action changes (lists count whole)."""
+    cfg = apply_config(action)
+    if cfg is not None:
+        return sorted({truncate_at_list(p) for p in leaf_pointers(cfg)})
+    if action.get("type") == "k8s-patch":
+        return sorted({truncate_at_list(op["path"]) for op in action["patch"] if op.get("op") != "test"})
+    return []
+
+
+def expected_after(action: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
+    """The object as it should look once the action is applied to ``before``."""
+    cfg = apply_config(action)
+    if cfg is not None:
+        return apply_merge(before or {}, cfg)
+    if action.get("type") == "k8s-patch":
+        return json_patch(before or {}, action["patch"])
+    return before or {}
+
+
+def k8s_apply(obj: dict[str, Any], phase: str, description: str, observed: dict[str, Any]) -> dict[str, Any]:
+    ref = Ref.of(obj)
+    return {"type": "k8s-apply", "phase": phase, "target": ref.key, "ref": ref.to_dict(),
+            "description": description, "object": obj, "observed": observed}
+
+
+def k8s_patch(ref: Ref, ops: list[dict[str, Any]], phase: str, description: str,
+              observed: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "k8s-patch", "phase": phase, "target": ref.key, "ref": ref.to_dict(),
+            "description": description, "patch_type": "json", "patch": ops, "observed": observed}
+
+
+def label(node: str, labels: dict[str, str], description: str, observed: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "k8s-label", "phase": "label", "target": f"Node/{node}", "node": node,
+            "labels": labels, "description": description, "observed": observed}
+
+
+def cordon(node: str, observed: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "cordon", "phase": "cordon", "target": f"Node/{node}", "node": node,
+            "description": f"cordon {node} (no new pods)", "observed": observed}
+
+
+def drain(nodes: list[str], pods: list[dict[str, str]], gang: str | None, description: str) -> dict[str, Any]:
+    return {"type": "drain", "phase": "drain", "target": "Node/" + ",".join(nodes), "node": nodes[0],
+            "nodes": nodes, "pods": pods, "gang": gang, "description": description}
+
+
+def eks(call: str, args: dict[str, Any], phase: str, description: str, *,
+        copy_from: str | None = None, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+    target = f"aws:eks/{args.get('clusterName')}/{args.get('nodegroupName')}"
+    action = {"type": "aws-eks", "phase": phase, "target": target, "call": call, "args": args,
+              "description": description, "observed": observed or {}}
+    if copy_from:
+        action["copy_from"] = copy_from
+    return action
+
+
+def note(message: str, target: str = "") -> dict[str, Any]:
+    return {"type": "note", "phase": "note", "target": target, "description": message, "message": message}
+
+
+def label_pointer(key: str) -> str:
+    return pointer("metadata", "labels", key)
