@@ -75,6 +75,11 @@ def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: t
         click.echo(plan_csv(plan), nl=False)
     else:
         click.echo(plan_table(plan))
+        if plan.recommendations and not do_apply:
+            # what would change, against the live cluster (--context) or the recorded state
+            from gpuinsight.actions.cli_glue import diff_from_cli
+
+            click.echo("\n" + diff_from_cli(gi, plan, context=context, live=context is not None))
     if emit_dir is not None:
         from gpuinsight.actions.emit import emit
 

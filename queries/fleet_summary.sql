@@ -10,7 +10,7 @@ w AS (SELECT * FROM analysis_window),
 hrs AS (SELECT sum(covered_s) / 3600.0 / nullif(count(DISTINCT (cluster, node)), 0) AS hours FROM nh)
 SELECT
     (SELECT string_agg(DISTINCT cluster, ', ' ORDER BY cluster) FROM nh) AS clusters,
-    (SELECT sum(gpu_count) FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
+    (SELECT sum(gpu_count)::DOUBLE FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
     (SELECT count(DISTINCT (cluster, node)) FROM nh) AS nodes,
     greatest(w.window_start, coalesce($since, w.window_start)) AS window_start,
     least(w.window_end, coalesce($until, w.window_end)) AS window_end,
