@@ -188,6 +188,10 @@ def run_simulation(pods_csv: Path | str, nodes_csv: Path | str, policy: str, *, 
                    tune: float = 1.3, report_points: Sequence[int] = DEFAULT_REPORT_POINTS) -> SimulationResult:
     """Simulate placing the pods of ``pods_csv`` on the cluster of ``nodes_csv`` with ``policy``.
 
+    ``tune`` is the arrived GPU request to reach, as a multiple of cluster GPU capacity (the paper
+    uses 1.3; ``<= 0`` replays the shuffled trace as is). ``report_points`` are arrived-load
+    percentages; points the run never reaches are left out of the result.
+
     Raises ``ValueError`` for an unknown policy (message lists the valid ones) and
     :class:`~gpuinsight.simulate.trace.TraceError` for a malformed CSV (message names file and line).
     """

@@ -5,8 +5,8 @@ lowest *tie rank*, a random permutation of the nodes drawn once per run from the
 simulator prefixes node names with a random ``%04d-`` index and its scheduler keeps the
 lexicographically smallest name among equal scores. Scores follow the reference simulator's integer score
 plugins (hkust-adsl/kubernetes-scheduler-simulator, ``pkg/simulator/plugin/*_score.go``), including
-their truncation to integers, because the truncation decides how often ties (and so random choices)
-occur. The GPU used on the chosen node is picked by the policy's GPU selection rule.
+their truncation to integers, because the truncation decides how often ties (and so the tie rank)
+decide. The GPU used on the chosen node is picked by the policy's GPU selection rule.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class FGD(Policy):
 class GpuInsight(FGD):
     """FGD's exact gradient plus a static consolidation preference.
 
-    value(node) = frag decrease (milli-GPU, unrounded) - CONSOLIDATION_MILLI * rank(node) / nodes
+    value(node) = frag decrease (milli-GPU, unrounded) - consolidation_milli * rank(node) / nodes
 
     A fixed node order (here the run's tie rank; in a real cluster any stable order, such as node
     name) makes the scheduler fill a prefix of the nodes and keep the rest whole, and the penalty
@@ -204,15 +204,21 @@ class GpuInsight(FGD):
     def option_scores(self, delta: np.ndarray) -> np.ndarray:
         return np.round(delta, 6)
 
-    def choose(self, pod: Pod, nodes: np.ndarray) -> Choice:
-        c = self.ctx.cluster
+    def values(self, pod: Pod, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(value, GPU slot) per node."""
         gain, slot = self.node_option_scores(pod, nodes)
-        value = gain - self.consolidation_milli * self.ctx.tie_rank[nodes] / c.n_nodes
+        return gain - self.consolidation_milli * self.ctx.tie_rank[nodes] / self.ctx.cluster.n_nodes, slot
+
+    def scores(self, pod: Pod, nodes: np.ndarray) -> np.ndarray:
+        return self.values(pod, nodes)[0]
+
+    def choose(self, pod: Pod, nodes: np.ndarray) -> Choice:
+        value, slot = self.values(pod, nodes)
         i = int(np.argmax(value))
         node = int(nodes[i])
         if pod.is_share:
             return node, (int(slot[i]),)
-        return node, select_gpus(c, node, pod, "best")
+        return node, select_gpus(self.ctx.cluster, node, pod, "best")
 
 
 POLICIES: dict[str, type[Policy]] = {
