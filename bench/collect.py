@@ -53,7 +53,7 @@ def make_fleet(workdir: Path, gpus: int, days: float) -> tuple[Path, FleetSpec]:
         t = time.perf_counter()
         write_sample(out, spec, gzip=False)
         backfill(out / "metrics.om", out / "tsdb")
-        (out / "metrics.om").unlink()  # the TSDB is all the server needs
+        (out / "metrics.om").unlink(missing_ok=True)  # the TSDB is all the server needs
         print(f"  built {spec.gpu_count} GPUs x {days:g} d fleet in {time.perf_counter() - t:.0f} s", flush=True)
     return out, spec
 

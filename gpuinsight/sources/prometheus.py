@@ -64,7 +64,7 @@ class PrometheusSource:
         cfg: Config,
         *,
         matchers: dict[str, str] | None = None,
-        points_per_batch: int = 4_000_000,
+        points_per_batch: int = 1_500_000,
         points_per_query: int = 1_000_000,
         lag: timedelta = CONTRACTS[0].lag,
         on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
