@@ -214,11 +214,17 @@ class ClusterState:
                               "max_unavailable": _str(spec.get("maxUnavailable"))})
 
     def refresh(self, kube: Kube, refs: Iterable[Ref], *, overwrite: bool = True) -> None:
-        """GET ``refs`` from the API server; ``overwrite=False`` only fills what is unknown."""
+        """GET ``refs`` from the API server; ``overwrite=False`` only fills what is unknown.
+
+        An object the warehouse knows none of the fields of (a Volcano Job: only its task names
+        and replicas are stored) counts as unknown: builders patch its pod templates, and must
+        see them (e.g. to add a toleration instead of replacing the job's own).
+        """
         from gpuinsight.actions.kube import MissingApi
 
         for ref in dict.fromkeys(refs):
-            if not overwrite and (ref.key in self.objects or ref.key in self.missing):
+            unknown = ref.key not in self.objects or self.known.get(ref.key) == ()
+            if not overwrite and (not unknown or ref.key in self.missing):
                 continue
             try:
                 obj = kube.get(ref)
@@ -228,6 +234,8 @@ class ClusterState:
             except RuntimeFailure:
                 raise
             if obj is None:
+                if not overwrite and ref.key in self.objects:
+                    continue  # the warehouse saw it: apply's drift check reports it gone
                 self.objects.pop(ref.key, None)
                 self.missing.add(ref.key)
             else:
