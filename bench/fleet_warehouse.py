@@ -44,9 +44,10 @@ def node_rows(fleet: Fleet, cluster: str) -> pl.DataFrame:
 
 
 def pod_rows(fleet: Fleet, cluster: str) -> pl.DataFrame:
-    wl = fleet.workloads.select(pl.col("cell"), pl.col("template").alias("workload"), pl.col("name").alias("wname"),
-                                "kind", "queue", "podgroup")
-    p = fleet.pods.join(wl, on=["cell", "workload"], how="left")
+    # pods.workload is the row number of the workload in fleet.workloads
+    wl = fleet.workloads.with_row_index("workload").select(
+        pl.col("workload").cast(pl.Int64), pl.col("name").alias("wname"), "kind", "queue", "podgroup")
+    p = fleet.pods.join(wl, on="workload", how="left")
     end = fleet.spec.start_s + fleet.spec.steps * fleet.spec.interval_s
     mig = pl.col("resource").str.starts_with("nvidia.com/mig-")
     return p.select(

@@ -46,42 +46,43 @@ names AS (
     GROUP BY cluster, namespace, pod
 ),
 s AS (
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.ts, g.gr_active, g.gr_active_max,
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.gr_active, g.gr_active_max,
            g.sm_active, g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib
     FROM gpu_samples g
     JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
     WHERE g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
 ),
 st AS (
+    -- one sort per measure: list quantiles share it
     SELECT
         cluster, namespace, workload_kind, workload,
         count(*) AS samples,
         avg(gr_active) AS gr_mean,
-        quantile_cont(gr_active, 0.5) AS gr_p50,
-        quantile_cont(gr_active, 0.95) AS gr_p95,
-        quantile_cont(gr_active, 0.99) AS gr_p99,
-        max(coalesce(gr_active_max, gr_active)) AS gr_max,
+        quantile_cont(gr_active, [0.5, 0.95, 0.99]) AS grq,
+        max(gr_active_max) AS gr_max,
         avg(sm_active) AS sm_mean,
-        quantile_cont(sm_active, 0.95) AS sm_p95,
-        quantile_cont(sm_active, 0.99) AS sm_p99,
-        max(coalesce(sm_active_max, sm_active)) AS sm_max,
-        quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
-        quantile_cont(fb_used_mib, 0.99) AS fb_p99_mib,
-        max(coalesce(fb_used_max_mib, fb_used_mib)) AS fb_max_mib,
+        quantile_cont(sm_active, [0.95, 0.99]) AS smq,
+        max(sm_active_max) AS sm_max,
+        quantile_cont(fb_used_mib, [0.95, 0.99]) AS fbq,
+        max(fb_used_max_mib) AS fb_max_mib,
         max(fb_used_mib + fb_free_mib) AS gpu_memory_mib,
         avg(CASE WHEN gr_active > 0.05 THEN 1.0 ELSE 0.0 END) AS active_fraction
     FROM s
     GROUP BY cluster, namespace, workload_kind, workload
 ),
 hod AS (
-    SELECT cluster, namespace, workload_kind, workload, hour(ts) AS h, avg(gr_active) AS g
-    FROM s
+    -- the hour-of-day profile from the hourly rollup (time-weighted), not from raw samples
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, hour(h.hour) AS hod,
+           sum(h.gr_active_avg * h.covered_s) / nullif(sum(h.covered_s), 0) AS g
+    FROM gpu_hourly h
+    JOIN names n ON n.cluster = h.cluster AND n.namespace = h.namespace AND n.pod = h.pod
+    WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 diurnal AS (
     SELECT cluster, namespace, workload_kind, workload,
            (max(g) - min(g)) / nullif(avg(g), 0) AS diurnal_swing,
-           arg_max(h, g) AS peak_hour_utc
+           arg_max(hod, g) AS peak_hour_utc
     FROM hod
     GROUP BY ALL
 ),
@@ -99,9 +100,9 @@ rt AS (
 )
 SELECT
     alloc.*,
-    st.samples, st.gr_mean, st.gr_p50, st.gr_p95, st.gr_p99, st.gr_max,
-    st.sm_mean, st.sm_p95, st.sm_p99, st.sm_max,
-    st.fb_p95_mib, st.fb_p99_mib, st.fb_max_mib,
+    st.samples, st.gr_mean, st.grq[1] AS gr_p50, st.grq[2] AS gr_p95, st.grq[3] AS gr_p99, st.gr_max,
+    st.sm_mean, st.smq[1] AS sm_p95, st.smq[2] AS sm_p99, st.sm_max,
+    st.fbq[1] AS fb_p95_mib, st.fbq[2] AS fb_p99_mib, st.fb_max_mib,
     coalesce(st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
     st.active_fraction,
     diurnal.diurnal_swing, diurnal.peak_hour_utc,
