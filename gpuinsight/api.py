@@ -91,7 +91,8 @@ class GpuInsight:
     ) -> LoadReport:
         from gpuinsight.sources.prometheus import PrometheusSource
 
-        report = PrometheusSource(self.config).collect(self.wh, since, until, step_s, raw=raw)
+        source = PrometheusSource(self.config, matchers=dict(self.config.prometheus.matchers) or None)
+        report = source.collect(self.wh, since, until, step_s, raw=raw)
         self.refresh()
         return report
 

@@ -104,6 +104,16 @@ def parse_time(value: str | None, *, default: datetime | None = None) -> datetim
     return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
 
 
+def key_values(items: tuple[str, ...], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise BadInput(f"{flag} {item!r}: expected K=V")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
 def window_days(value: str | None) -> float | None:
     if value is None:
         return None
@@ -178,21 +188,20 @@ def collect() -> None:
 @click.option("--insecure", is_flag=True, help="Skip TLS verification.")
 @click.option("--header", "headers", multiple=True, help="Extra header K=V (e.g. X-Scope-OrgID=team for Mimir).")
 @click.option("--concurrency", default=4, show_default=True, help="Concurrent range queries.")
+@click.option("--match", "matches", multiple=True,
+              help="Label matcher K=V added to every query (e.g. cluster=prod-a on a multi-cluster Thanos).")
 @handle_errors
 def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | None, until: str | None, step: str,
                        raw: bool, bearer_token_file: Path | None, basic_auth_user: str | None,
-                       ca_file: str | None, insecure: bool, headers: tuple[str, ...], concurrency: int) -> None:
+                       ca_file: str | None, insecure: bool, headers: tuple[str, ...], concurrency: int,
+                       matches: tuple[str, ...]) -> None:
     """Pull dcgm-exporter and kube-state-metrics history (idempotent, incremental)."""
     import os
 
     from gpuinsight.sql.registry import parse_duration
 
-    hdrs: dict[str, str] = {}
-    for h in headers:
-        if "=" not in h:
-            raise BadInput(f"--header {h!r}: expected K=V")
-        k, v = h.split("=", 1)
-        hdrs[k.strip()] = v.strip()
+    hdrs = key_values(headers, "--header")
+    matchers = key_values(matches, "--match")
     token = bearer_token_file.read_text().strip() if bearer_token_file else None
     basic = (basic_auth_user, os.environ.get("GPUINSIGHT_PROM_PASSWORD", "")) if basic_auth_user else None
     try:
@@ -200,12 +209,14 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
     except ValueError as exc:
         raise BadInput(f"--step {step!r}: use a duration like 60s, 5m, 1h") from exc
     prom = PrometheusConfig(url=url, bearer_token=token, basic_auth=basic, ca_file=ca_file,
-                            insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency)
+                            insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency, matchers=matchers)
     with open_gi(db, cluster=cluster, prometheus=prom) as gi:
         start = parse_time(since)
         end = parse_time(until, default=datetime.now(UTC).replace(tzinfo=None))
         report = gi.collect_prometheus(start, end, step_s, raw=raw)  # type: ignore[arg-type]
         click.echo(report.summary())
+        for note in report.notes:
+            click.echo(f"note: {note}")
 
 
 @collect.command("kubernetes")

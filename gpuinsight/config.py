@@ -26,6 +26,8 @@ class PrometheusConfig:
     retries: int = 3
     concurrency: int = 4
     max_points_per_series: int = 11_000      # Prometheus rejects more per range query
+    # extra label matchers on every query, e.g. {"cluster": "prod-a"} on a multi-cluster Thanos
+    matchers: dict[str, str] = field(default_factory=dict)
 
     def redacted(self) -> dict[str, Any]:
         """What may appear in logs and the warehouse: no credentials, no header values."""

@@ -64,7 +64,9 @@ class QueueRule(Rule):
                 out.append(Recommendation(
                     rule="queue", queue=q["queue"],
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
-                           f"{p95:.1f} (p95): lower deserved to {new_deserved} and weight to {new_weight}"),
+                           f"{p95:.1f} (p95): lower deserved to {new_deserved}"
+                           + (f", capability to {proposed['capability']['nvidia.com/gpu']}" if "capability" in proposed
+                              else "") + f" and weight to {new_weight}"),
                     current=current, proposed=proposed,
                     monthly_savings_usd=0.0,
                     confidence=0.6,
