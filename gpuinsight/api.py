@@ -89,10 +89,16 @@ class GpuInsight:
     def collect_prometheus(
         self, since: datetime, until: datetime, step_s: int = 300, *, raw: bool = False
     ) -> LoadReport:
+        from gpuinsight.progress import Progress
         from gpuinsight.sources.prometheus import PrometheusSource
 
-        source = PrometheusSource(self.config, matchers=dict(self.config.prometheus.matchers) or None)
-        report = source.collect(self.wh, since, until, step_s, raw=raw)
+        progress = Progress(self.config.progress).window(since, until)
+        source = PrometheusSource(self.config, matchers=dict(self.config.prometheus.matchers) or None,
+                                  on_commit=progress.on_commit)
+        try:
+            report = source.collect(self.wh, since, until, step_s, raw=raw)
+        finally:
+            progress.close()
         self.refresh()
         return report
 

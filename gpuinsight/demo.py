@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
+from gpuinsight.progress import Progress
 from gpuinsight.rules.base import Plan
 
 
@@ -17,11 +18,16 @@ def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
     # The demo always starts from an empty warehouse so its figures are the sample's alone.
     for suffix in ("", ".wal"):
         Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
+    progress = Progress(config.progress)
     with GpuInsight(config) as gi:
+        progress.stage("loading the sample fleet")
         loads = gi.load_sample(sample)
+        progress.stage("running the rules")
         plan = gi.recommend()
         (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
+        progress.stage("writing the report")
         report = gi.report(out / "report.html")
+        progress.close()
         text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
     took = time.perf_counter() - started
     return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
