@@ -3,6 +3,9 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: by VARCHAR = namespace -- charge to: namespace | queue | team (pod label team, else namespace)
+-- param: namespace VARCHAR = NULL -- only this namespace
+-- param: queue VARCHAR = NULL -- only this Volcano queue
+-- param: node_pool VARCHAR = NULL -- only this node pool
 -- description: what each group costs and how much of it was idle. Unlike OpenCost and
 --   Kubecost, which count only unallocated capacity as idle, the idle and underused cost of
 --   requested GPUs is charged to whoever requested them (idle_usd); unallocated capacity is a
@@ -18,6 +21,9 @@ WITH g AS (
         bucket, gpu_hours, usd
     FROM waste_hourly
     WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+      AND ($namespace IS NULL OR namespace = $namespace)
+      AND ($queue IS NULL OR queue = $queue)
+      AND ($node_pool IS NULL OR node_pool = $node_pool)
 )
 SELECT
     coalesce(grp, '(unallocated)') AS "group",

@@ -3,6 +3,9 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node
+-- param: namespace VARCHAR = NULL -- only this namespace
+-- param: queue VARCHAR = NULL -- only this Volcano queue
+-- param: node_pool VARCHAR = NULL -- only this node pool
 -- description: GPU-hours and dollars per cost bucket: used, idle (allocated, <5 % active),
 --   underused (allocated, the inactive share), unallocated (capacity nobody requested) and
 --   unmeasured (held by pods with no DCGM series). Unallocated capacity has no namespace,
@@ -21,6 +24,9 @@ WITH g AS (
     FROM waste_hourly
     WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP)
       AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+      AND ($namespace IS NULL OR namespace = $namespace)
+      AND ($queue IS NULL OR queue = $queue)
+      AND ($node_pool IS NULL OR node_pool = $node_pool)
 )
 SELECT
     coalesce(grp, '(unallocated)') AS "group",

@@ -3,6 +3,9 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node
+-- param: namespace VARCHAR = NULL -- only this namespace
+-- param: queue VARCHAR = NULL -- only this Volcano queue
+-- param: node_pool VARCHAR = NULL -- only this node pool
 -- description: the cost buckets of waste_breakdown over time, for stacked charts of idle and
 --   waste cost by namespace or queue.
 SELECT
@@ -21,5 +24,8 @@ SELECT
 FROM waste_hourly
 WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP)
   AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+  AND ($namespace IS NULL OR namespace = $namespace)
+  AND ($queue IS NULL OR queue = $queue)
+  AND ($node_pool IS NULL OR node_pool = $node_pool)
 GROUP BY ALL
 ORDER BY hour, "group", bucket

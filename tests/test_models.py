@@ -163,3 +163,12 @@ def test_config_window_limits_every_windowed_model(tmp_path: Path, fleet: gi.Gpu
         # an explicit since wins over the configured window
         full = g.query("waste_breakdown", by="node", since=None).filter(pl.col("group") == "n1").row(0, named=True)
         assert full["total_usd"] == pytest.approx(2 * 55.04)
+
+
+def test_filters_by_namespace_queue_and_pool(fleet: gi.GpuInsight) -> None:
+    only_train = fleet.query("waste_breakdown", by="namespace", namespace="train")
+    assert only_train["group"].to_list() == ["train"]
+    q = fleet.query("chargeback", by="namespace", queue="q-research")
+    assert q["group"].to_list() == ["research"]
+    pool = fleet.query("waste_hourly_by", by="node", node_pool="nope")
+    assert pool.height == 0
