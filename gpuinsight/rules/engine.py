@@ -90,5 +90,5 @@ def store_plan(gi: GpuInsight, plan: Plan) -> None:
          "node": r.node, "queue": r.queue, "title": r.title, "monthly_savings_usd": r.monthly_savings_usd,
          "confidence": r.confidence, "body": json.dumps(r.to_dict(), default=str), "created_at": created}
         for r in plan.recommendations
-    ])
+    ], infer_schema_length=None)  # early rows may all have a null queue or node
     gi.wh.merge("recommendations", frame, ["plan_id", "id"])
