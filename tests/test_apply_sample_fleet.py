@@ -34,26 +34,11 @@ from gpuinsight.actions.refs import Ref
 from gpuinsight.cli import main
 from gpuinsight.paths import sample_data_dir
 from gpuinsight.warehouse import Warehouse
-from tests.k8s_apply_server import ApplyKubeAPI
+from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI
 from tests.test_actions_builders import CRDS
 
 # The Volcano chart's default scheduler conf (volcano-scheduler.conf of the Helm chart).
-VOLCANO_CHART_CONF = """actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+VOLCANO_CHART_CONF = CHART_CONF
 # A GPU Operator device-plugin ConfigMap holding one entry without any sharing.
 DEVICE_PLUGIN_DEFAULT = "version: v1\nflags:\n  migStrategy: mixed\n"
 
