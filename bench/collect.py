@@ -52,7 +52,8 @@ def make_fleet(workdir: Path, gpus: int, days: float) -> tuple[Path, FleetSpec]:
     if not (out / "tsdb").is_dir():
         t = time.perf_counter()
         write_sample(out, spec, gzip=False)
-        backfill(out / "metrics.om", out / "tsdb")
+        # a 1,000-GPU week is ~10 GB of text: promtool needs ~4 min and ~10 GB RSS for it
+        backfill(out / "metrics.om", out / "tsdb", timeout_s=3600)
         (out / "metrics.om").unlink(missing_ok=True)  # the TSDB is all the server needs
         print(f"  built {spec.gpu_count} GPUs x {days:g} d fleet in {time.perf_counter() - t:.0f} s", flush=True)
     return out, spec

@@ -81,11 +81,11 @@ def write_openmetrics(series: Iterable[Series], path: Path) -> Path:
     return path
 
 
-def backfill(om_path: Path, tsdb_dir: Path) -> Path:
+def backfill(om_path: Path, tsdb_dir: Path, *, timeout_s: float = 300) -> Path:
     promtool, _ = require_tools()
     tsdb_dir.mkdir(parents=True, exist_ok=True)
     res = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(om_path), str(tsdb_dir)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise RuntimeError(f"promtool backfill failed: {res.stderr.strip()[-2000:]}")
     return tsdb_dir
