@@ -49,7 +49,7 @@ class GpuInsight:
         from datetime import timedelta
 
         w = self.registry.run(self.wh.con, "analysis_window")
-        end = w["window_end"][0] if w.height else None
+        end = w["window_end"].max() if w.height else None
         if end is None or not self.config.window_days:
             return None
         return end - timedelta(days=self.config.window_days)

@@ -1,18 +1,24 @@
 -- name: analysis_window
--- grain: one row: the time span the warehouse holds data for
+-- grain: one row per cluster: the time span the warehouse holds data for it
 -- materialize: table
--- description: start and end of the loaded data (from GPU samples, else pod lifetimes), the
---   sample step, and the price catalog in force (the most recently loaded one). Every cost
---   model reads its window and catalog from here so all figures agree.
+-- description: start and end of each cluster's loaded data (from its GPU samples, else its
+--   GPU pods' lifetimes), its sample step, and the price catalog in force (the most recently
+--   loaded one, the same for every cluster). Every cost model reads its cluster's window and
+--   the catalog from here, so clusters with different spans (or an imported trace years
+--   older) never stretch each other's node-hours.
 WITH s AS (
-    SELECT min(ts) AS t0, max(ts + to_seconds(step_s)) AS t1, max(step_s) AS step_s
+    SELECT cluster, min(ts) AS t0, max(ts + to_seconds(step_s)) AS t1, max(step_s) AS step_s
     FROM gpu_samples
+    GROUP BY cluster
 ),
 p AS (
-    SELECT min(coalesce(started, scheduled, created)) AS t0,
-           max(coalesce(finished, last_seen)) AS t1
+    SELECT cluster, min(coalesce(started, scheduled, created)) AS t0, max(coalesce(finished, last_seen)) AS t1
     FROM pods
     WHERE coalesce(gpu_request, 0) + coalesce(mig_request, 0) > 0
+    GROUP BY cluster
+),
+names AS (
+    SELECT cluster FROM s UNION SELECT cluster FROM p
 ),
 c AS (
     SELECT catalog, as_of
@@ -21,10 +27,15 @@ c AS (
     LIMIT 1
 )
 SELECT
+    names.cluster,
     coalesce(s.t0, p.t0) AS window_start,
     coalesce(s.t1, p.t1) AS window_end,
     coalesce(s.step_s, 300) AS step_s,
     epoch(coalesce(s.t1, p.t1) - coalesce(s.t0, p.t0)) / 3600.0 AS hours,
-    (SELECT catalog FROM c) AS catalog,
-    (SELECT as_of FROM c) AS catalog_as_of
-FROM s, p
+    c.catalog,
+    c.as_of AS catalog_as_of
+FROM names
+LEFT JOIN s ON s.cluster = names.cluster
+LEFT JOIN p ON p.cluster = names.cluster
+LEFT JOIN c ON true
+WHERE coalesce(s.t0, p.t0) IS NOT NULL

@@ -3,11 +3,26 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- description: the headline numbers: clusters, GPUs, nodes, window, GPU-hours (capacity, allocated,
---   used), cost by bucket, monthly run rates (730 h), and the price catalog they came from.
+--   used), cost by bucket, monthly run rates (730 h; each cluster's cost over its own hours of
+--   data, then summed), and the price catalog they came from.
 WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
 nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
-w AS (SELECT * FROM analysis_window),
-hrs AS (SELECT sum(covered_s) / 3600.0 / nullif(count(DISTINCT (cluster, node)), 0) AS hours FROM nh)
+w AS (SELECT min(window_start) AS window_start, max(window_end) AS window_end, any_value(catalog) AS catalog,
+             any_value(catalog_as_of) AS catalog_as_of FROM analysis_window),
+-- run rates per cluster: its cost over its own span inside [since, until)
+rate AS (
+    SELECT sum(c.usd * 730.0 / nullif(c.hours, 0)) AS monthly_spend_usd,
+           sum(c.waste * 730.0 / nullif(c.hours, 0)) AS monthly_waste_usd
+    FROM (
+        SELECT x.cluster, sum(x.usd) AS usd,
+               coalesce(sum(x.usd) FILTER (WHERE x.bucket IN ('idle', 'underused', 'unallocated')), 0) AS waste,
+               any_value(epoch(least(a.window_end, coalesce($until, a.window_end))
+                               - greatest(a.window_start, coalesce($since, a.window_start))) / 3600.0) AS hours
+        FROM wh x
+        JOIN analysis_window a ON a.cluster = x.cluster
+        GROUP BY x.cluster
+    ) c
+)
 SELECT
     (SELECT string_agg(DISTINCT cluster, ', ' ORDER BY cluster) FROM nh) AS clusters,
     (SELECT sum(gpu_count)::DOUBLE FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
@@ -25,9 +40,8 @@ SELECT
     (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'underused') AS underused_usd,
     (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'unallocated') AS unallocated_usd,
     (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket = 'unmeasured') AS unmeasured_usd,
-    (SELECT sum(usd) FROM wh) * 730.0 / nullif(hours, 0) AS monthly_spend_usd,
-    (SELECT coalesce(sum(usd), 0) FROM wh WHERE bucket IN ('idle', 'underused', 'unallocated'))
-        * 730.0 / nullif(hours, 0) AS monthly_waste_usd,
+    (SELECT monthly_spend_usd FROM rate) AS monthly_spend_usd,
+    (SELECT monthly_waste_usd FROM rate) AS monthly_waste_usd,
     (SELECT sum(covered_s) / 3600.0 FROM nh WHERE price_missing) AS unpriced_node_hours,
     w.catalog,
     w.catalog_as_of

@@ -5,6 +5,6 @@
 --   source and date, for rules that price a change (spot migration).
 SELECT p.catalog, p.instance_type, p.gpu_model, p.gpu_count, p.on_demand_usd_per_hour, p.spot_usd_per_hour,
        p.region, p.source, p.as_of
-FROM prices p, analysis_window w
-WHERE p.catalog = w.catalog
+FROM prices p
+WHERE p.catalog = (SELECT any_value(catalog) FROM analysis_window)
 ORDER BY p.instance_type

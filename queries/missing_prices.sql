@@ -5,7 +5,7 @@
 --   prices with `gpuinsight collect prices` to fix it.
 SELECT cluster, coalesce(instance_type, '(unknown)') AS instance_type, capacity_type, gpu_model,
        count(DISTINCT node) AS nodes, sum(covered_s) / 3600.0 AS node_hours,
-       (SELECT catalog FROM analysis_window) AS catalog
+       (SELECT any_value(catalog) FROM analysis_window) AS catalog
 FROM node_hours
 WHERE price_missing
 GROUP BY ALL

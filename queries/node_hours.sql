@@ -10,11 +10,12 @@ WITH w AS (SELECT * FROM analysis_window),
 n AS (
     SELECT
         nd.cluster, nd.node, nd.instance_type, nd.capacity_type, nd.node_pool, nd.zone,
-        nd.gpu_model, coalesce(nd.gpu_count, 0) AS gpu_count, nd.mig_config,
+        nd.gpu_model, coalesce(nd.gpu_count, 0) AS gpu_count, nd.mig_config, w.catalog,
         greatest(coalesce(nd.first_seen, w.window_start), w.window_start) AS t0,
         -- last_seen is the last sample; the node lives until the next step at least
         least(coalesce(nd.last_seen + to_seconds(w.step_s), w.window_end), w.window_end) AS t1
-    FROM nodes nd, w
+    FROM nodes nd
+    JOIN w ON w.cluster = nd.cluster
     WHERE coalesce(nd.gpu_count, 0) > 0
 ),
 h AS (
@@ -30,10 +31,10 @@ priced AS (
     FROM h
     -- by instance type first; else a per-GPU-model row (instance_type '') scaled to the node
     LEFT JOIN prices pi
-      ON pi.catalog = (SELECT catalog FROM analysis_window)
+      ON pi.catalog = h.catalog
      AND pi.instance_type = h.instance_type
     LEFT JOIN prices pg
-      ON pg.catalog = (SELECT catalog FROM analysis_window)
+      ON pg.catalog = h.catalog
      AND pg.instance_type = ''
      AND pg.gpu_model = h.gpu_model
      AND pg.gpu_count > 0

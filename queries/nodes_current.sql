@@ -17,7 +17,7 @@ SELECT l.cluster, l.node, l.node_pool, l.zone, l.capacity_type, l.instance_type,
        l.mig_config, coalesce(h.gpus_held, 0) AS gpus_held, coalesce(h.pods, 0) AS pods,
        l.usd_per_hour, l.on_demand_usd_per_hour, n.node_pool_kind, n.labels
 FROM last l
-JOIN analysis_window w ON l.hour + INTERVAL 1 HOUR >= w.window_end
+JOIN analysis_window w ON w.cluster = l.cluster AND l.hour + INTERVAL 1 HOUR >= w.window_end
 LEFT JOIN held h ON h.cluster = l.cluster AND h.node = l.node
 LEFT JOIN nodes n ON n.cluster = l.cluster AND n.node = l.node
 WHERE l.rn = 1

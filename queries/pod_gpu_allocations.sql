@@ -21,7 +21,8 @@ p AS (
                  CASE WHEN p.last_seen >= w.window_end - to_seconds(2 * w.step_s) THEN w.window_end END,
                  p.last_seen + to_seconds(w.step_s),
                  w.window_end) AS t_end
-    FROM pods p, w
+    FROM pods p
+    JOIN w ON w.cluster = p.cluster
     WHERE p.node IS NOT NULL AND p.node <> ''
       AND coalesce(p.gpu_request, 0) + coalesce(p.mig_request, 0) > 0
 )
@@ -48,7 +49,7 @@ SELECT
     coalesce(json_extract_string(p.labels, '$.team'), p.namespace) AS team,
     p.labels
 FROM p
-CROSS JOIN w
+JOIN w ON w.cluster = p.cluster
 LEFT JOIN nodes n ON n.cluster = p.cluster AND n.node = p.node
 LEFT JOIN mig_profiles mp
   ON mp.gpu_model = n.gpu_model

@@ -172,3 +172,28 @@ def test_filters_by_namespace_queue_and_pool(fleet: gi.GpuInsight) -> None:
     assert q["group"].to_list() == ["research"]
     pool = fleet.query("waste_hourly_by", by="node", node_pool="nope")
     assert pool.height == 0
+
+
+def test_each_cluster_keeps_its_own_window(tmp_path: Path) -> None:
+    a = MiniFleet(cluster="a")
+    a.price("g6.xlarge", "L4", 1, 1.0)
+    a.node("a1", "g6.xlarge", "L4", 1, last=H2 - timedelta(seconds=300))
+    a.pod("pa", "a1")
+    a.series("a1", 0, "pa", "ns", 0.5, end=H2)
+    later = H2 + timedelta(days=30)
+    b = MiniFleet(cluster="b")
+    b.node("b1", "g6.xlarge", "L4", 1, first=later, last=later + timedelta(minutes=55))
+    b.pod("pb", "b1", start=later)
+    b.series("b1", 0, "pb", "ns", 0.5, start=later, end=later + timedelta(hours=1))
+    with gi.open(tmp_path / "two.duckdb") as g:
+        a.load(g.wh)
+        b.load(g.wh)
+        g.refresh()
+        w = {r["cluster"]: r for r in g.query("analysis_window").to_dicts()}
+        assert w["a"]["hours"] == pytest.approx(2) and w["b"]["hours"] == pytest.approx(1)
+        hours = dict(g.sql("SELECT cluster, sum(covered_s) / 3600 FROM node_hours GROUP BY ALL").rows())
+        assert hours == {"a": pytest.approx(2), "b": pytest.approx(1)}  # not stretched over 30 days
+        s = g.query("fleet_summary").row(0, named=True)
+        assert s["clusters"] == "a, b" and s["total_usd"] == pytest.approx(3.0)
+        # each cluster's cost over its own hours: $1/h in each, not $3 over 30 days
+        assert s["monthly_spend_usd"] == pytest.approx(2 * 730)

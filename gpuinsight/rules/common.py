@@ -36,11 +36,16 @@ def evidence_confidence(hours: float, full_at_hours: float, *, cap: float = 0.95
     return round(min(cap, 0.3 + 0.7 * min(1.0, hours / full_at_hours) * cap), 3)
 
 
-def window_hours(frames: dict[str, pl.DataFrame]) -> float:
+def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) -> float:
+    """Hours of data for ``cluster`` (the analysis window is per cluster); else the longest."""
     w = frames.get("analysis_window")
     if w is None or w.height == 0:
         return 0.0
-    return num(w.row(0, named=True).get("hours"))
+    if cluster is not None and "cluster" in w.columns:
+        mine = w.filter(pl.col("cluster") == cluster)
+        if mine.height:
+            return num(mine["hours"][0])
+    return num(w["hours"].max())
 
 
 def workload_ref(r: dict[str, Any]) -> dict[str, Any]:

@@ -62,10 +62,11 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
     resolve_all(settings)  # bad settings fail before any query runs
     frames = frames_for(gi, needed_frames())
     recs = evaluate_rules(frames, settings)
-    window = frames["analysis_window"].row(0, named=True) if frames["analysis_window"].height else {}
+    w = frames["analysis_window"]
     now = datetime.now(UTC)
-    plan = Plan(plan_id=Plan.new_id(now), created_at=now, catalog=window.get("catalog"),
-                window=(window.get("window_start"), window.get("window_end")), recommendations=recs)
+    plan = Plan(plan_id=Plan.new_id(now), created_at=now, catalog=w["catalog"].max() if w.height else None,
+                window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
+                recommendations=recs)
     attach_actions(gi, plan)
     store_plan(gi, plan)
     return plan

@@ -22,9 +22,9 @@ class IdleRule(Rule):
     )
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
-        hours = window_hours(frames)
         out: list[Recommendation] = []
         for r in rows(frames.get("workload_gpu_profile")):
+            hours = window_hours(frames, r.get("cluster"))
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"]:
                 continue  # unmeasured or too short to judge
             active = num(r.get("active_fraction"), 1.0)

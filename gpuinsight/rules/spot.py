@@ -35,12 +35,12 @@ class SpotRule(Rule):
     )
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
-        hours = window_hours(frames)
         controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in rows(frames.get("disruption_controls"))}
         prices = {p["instance_type"]: p for p in rows(frames.get("instance_prices"))}
         pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in rows(frames.get("nodes_current"))}
         out = []
         for r in rows(frames.get("workload_gpu_profile")):
+            hours = window_hours(frames, r.get("cluster"))
             if r.get("capacity_type") != "on-demand" or not hours:
                 continue
             c = controls.get((r["cluster"], r["namespace"], r["workload"]), {})
