@@ -177,3 +177,20 @@ def test_load_series_is_idempotent_and_keeps_dimension_history(tmp_path: Path) -
     assert gpu == (T, T + timedelta(minutes=235)) and pod == (T + timedelta(minutes=235), "n")
     assert state[0] == T + timedelta(minutes=240) and state[1] == "complete"  # the cursor never moves back
     assert hourly == (48 * 300, 4)
+
+
+def test_pods_sharing_a_gpu_each_keep_a_row_and_reloads_replace_the_gpu_step(tmp_path: Path) -> None:
+    cfg = Config(db_path=tmp_path / "w.duckdb", cluster="c")
+
+    def step(pods: list[str]) -> SeriesBatch:
+        rows = [{"metric": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ts": 0, "value": 0.3, **GPU, "Hostname": "n",
+                 "pod": p, "namespace": "dev"} for p in pods]
+        return SeriesBatch(frame(rows), 300, end=T + timedelta(minutes=5))
+
+    with Warehouse(cfg.db_path) as wh:
+        load_series(wh, cfg, [step(["a", "b"])], source="test", scope="s", window=None)  # time-sliced GPU
+        assert sorted(wh.sql("SELECT pod FROM gpu_samples")["pod"].to_list()) == ["a", "b"]
+        assert sorted(wh.sql("SELECT pod FROM gpu_hourly")["pod"].to_list()) == ["a", "b"]
+        load_series(wh, cfg, [step(["a"])], source="test", scope="s", window=None)  # the same step, re-read
+        assert wh.sql("SELECT pod FROM gpu_samples")["pod"].to_list() == ["a"]
+        assert wh.sql("SELECT pod FROM gpu_hourly")["pod"].to_list() == ["a"]

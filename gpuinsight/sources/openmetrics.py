@@ -26,7 +26,7 @@ from gpuinsight.sources.series import DCGM_METRICS, SeriesBatch, load_series
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACTS = (
-    LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts"), cursor="ts",
+    LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  description="DCGM samples from a saved exposition file"),
     LoadContract("pods", ("cluster", "uid"), description="kube-state-metrics pod series"),
     LoadContract("nodes", ("cluster", "node"), description="kube-state-metrics node series"),

@@ -38,7 +38,7 @@ from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
 CONTRACTS = (
-    LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts"), cursor="ts",
+    LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  lag=timedelta(minutes=10), description="dcgm-exporter, per-step avg/max"),
     LoadContract("gpus", ("cluster", "gpu_uuid"), description="GPU inventory from DCGM labels"),
     LoadContract("pods", ("cluster", "uid"), description="kube-state-metrics pod series"),

@@ -66,6 +66,9 @@ def _metric_map() -> dict[str, str]:
 _METRIC_TO_COLUMN = _metric_map()
 _VALUE_COLUMNS = ("gr_active", "gr_active_max", "sm_active", "sm_active_max", "gpu_util",
                   "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w")
+# natural key of gpu_samples: a GPU (or MIG instance) step per holder pod; loads replace whole
+# GPU steps (the first four columns)
+SAMPLE_KEY = ["cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
 SAMPLE_COLUMNS: dict[str, pl.DataType] = {
     "cluster": pl.Utf8(), "ts": TS, "gpu_uuid": pl.Utf8(), "mig_instance": pl.Int32(),
     "mig_profile": pl.Utf8(), "node": pl.Utf8(), "gpu_index": pl.Int32(), "model_name": pl.Utf8(),
@@ -123,11 +126,10 @@ def dcgm_samples(
     if stats is not None:
         stats["nonfinite_dropped"] = stats.get("nonfinite_dropped", 0) + int(s.select((~finite).sum()).item())
     s = s.filter(finite)
-    key = ["gpu_uuid", "mig_instance", "ts"]
-    # Several pods on one GPU (time-slicing/MPS) give several series per GPU and step; the
-    # natural key keeps one row, so pick the same pod every time (the greatest name).
-    by_pod = pl.col("pod")
-    aggs = [pl.col(c).sort_by(by_pod).last() for c in ("namespace", "pod", "container")]
+    # Several pods on one GPU (time-slicing/MPS) give one series each per GPU and step: each
+    # keeps its row (the GPU's figures, attributed to every pod sharing it).
+    key = ["gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
+    aggs = [pl.col("container").sort_by("container").last()]
     aggs += [pl.col(c).drop_nulls().last() for c in ("node", "gpu_index", "model_name", "mig_profile")]
     for c in _VALUE_COLUMNS:
         vals = pl.col("value").filter(pl.col("_col") == c)
@@ -240,7 +242,7 @@ def _load_one(
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
     rows: dict[str, int] = {}
     with wh.transaction() as con:
-        rows["gpu_samples"] = wh.merge("gpu_samples", samples, ["cluster", "gpu_uuid", "mig_instance", "ts"], con=con)
+        rows["gpu_samples"] = wh.merge("gpu_samples", samples, SAMPLE_KEY, con=con, replace_on=SAMPLE_KEY[:4])
         rows["gpus"] = merge_spans(wh, con, "gpus", gpus, ["cluster", "gpu_uuid"])
         rows["pods"] = merge_spans(wh, con, "pods", pods, ["cluster", "uid"])
         rows["nodes"] = merge_spans(wh, con, "nodes", nodes, ["cluster", "node"])

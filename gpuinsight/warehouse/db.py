@@ -100,10 +100,14 @@ class Warehouse:
         key: Sequence[str],
         *,
         con: duckdb.DuckDBPyConnection | None = None,
+        replace_on: Sequence[str] | None = None,
     ) -> int:
         """Upsert ``frame`` into ``table`` by natural ``key``; returns rows written.
 
         Pass ``con`` to take part in a caller's transaction (several tables loaded atomically).
+        ``replace_on`` (a prefix of the key) replaces whole groups instead: every stored row whose
+        ``replace_on`` columns match the batch goes, so a group the source now reports with
+        fewer rows (a GPU step that lost one of its sharing pods) holds exactly the new rows.
         """
         if frame.height == 0:
             return 0
@@ -111,14 +115,15 @@ class Warehouse:
         extra = [c for c in frame.columns if c not in cols]
         if extra:
             raise RuntimeFailure(f"{table}: loader produced unknown columns {extra}")
-        missing_key = [k for k in key if k not in frame.columns]
+        missing_key = [k for k in (*key, *(replace_on or ())) if k not in frame.columns]
         if missing_key:
             raise RuntimeFailure(f"{table}: batch lacks key columns {missing_key}")
         batch = frame.unique(subset=list(key), keep="last", maintain_order=True)
+        delete_on = list(replace_on or key)
         if con is None:
             with self.transaction() as tx:
-                return self._merge(tx, table, batch, key)
-        return self._merge(con, table, batch, key)
+                return self._merge(tx, table, batch, delete_on)
+        return self._merge(con, table, batch, delete_on)
 
     @staticmethod
     def _merge(

@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS gpu_samples (
     fb_free_mib      DOUBLE,
     power_w          DOUBLE,
     step_s           INTEGER NOT NULL
-    -- natural key (cluster, gpu_uuid, mig_instance, ts), enforced by merge loads rather than
+    -- natural key (cluster, gpu_uuid, mig_instance, ts, namespace, pod): pods sharing a GPU by
+    -- time-slicing or MPS each get the GPU's row; enforced by merge loads rather than
     -- an index: a primary-key index on tens of millions of rows costs memory and load time.
 );
 
