@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import polars as pl
+
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.progress import Progress
@@ -49,11 +51,13 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
         f"waste ${s['monthly_waste_usd'] or 0:,.0f}/month (idle ${s['idle_usd'] or 0:,.0f}, underused "
         f"${s['underused_usd'] or 0:,.0f}, unallocated ${s['unallocated_usd'] or 0:,.0f} in the window)",
     ]
-    idle = gi.query("chargeback", by="namespace").sort("idle_usd", descending=True).head(5)
+    charge = gi.query("chargeback", by="namespace")
+    idle = charge.filter(pl.col("group") != "(unallocated)").sort("idle_usd", descending=True).head(5)
     if idle.height:
-        lines.append("idle cost by namespace (requested but unused, in the window):")
+        lines.append("idle cost by namespace (requested but idle or underused, in the window):")
         for r in idle.to_dicts():
             lines.append(f"  {r['group']:<24} ${r['idle_usd']:>10,.0f} of ${r['total_usd'] or 0:>10,.0f}")
+        lines.append(f"  {'(nobody requested)':<24} ${s['unallocated_usd'] or 0:>10,.0f} of unallocated capacity")
     if plan.recommendations:
         by_rule: dict[str, list[float]] = {}
         for rec in plan.recommendations:
