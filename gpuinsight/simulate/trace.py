@@ -71,10 +71,14 @@ class NodeTrace:
         return len(self.names)
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, row) after checking the header has the required columns."""
+def read_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) of an openb CSV after checking the header has the required columns.
+
+    Shared by the simulator and the warehouse import; errors are ``TraceError`` (a ``BadInput``)
+    saying ``file:line: what``.
+    """
     try:
-        fh = path.open(newline="", encoding="utf-8")
+        fh = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with fh:
@@ -120,7 +124,7 @@ def load_pods(path: Path | str) -> PodTrace:
     names: list[str] = []
     cols: dict[str, list[int]] = {c: [] for c in POD_COLUMNS[1:]}
     specs: list[str] = []
-    for line, row in _rows(path, POD_COLUMNS):
+    for line, row in read_rows(path, POD_COLUMNS):
         vals = {c: _int(path, line, row, c) for c in POD_COLUMNS[1:]}
         num, milli = vals["num_gpu"], vals["gpu_milli"]
         spec = row.get("gpu_spec", "")
@@ -148,7 +152,7 @@ def load_nodes(path: Path | str) -> NodeTrace:
     names: list[str] = []
     cols: dict[str, list[int]] = {c: [] for c in ("cpu_milli", "memory_mib", "gpu")}
     models: list[str] = []
-    for line, row in _rows(path, NODE_COLUMNS):
+    for line, row in read_rows(path, NODE_COLUMNS):
         for c in cols:
             cols[c].append(_int(path, line, row, c))
         model = row["model"]

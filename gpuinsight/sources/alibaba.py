@@ -11,7 +11,6 @@ gives them (``G2``, ``T4``, ``V100M32`` ...): G1-G3 are undisclosed, and ``V100M
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ import polars as pl
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
+from gpuinsight.simulate.trace import NODE_COLUMNS, POD_COLUMNS, read_rows
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.k8s.common import to_json
 from gpuinsight.sources.k8s.writer import table_schema
@@ -28,9 +28,7 @@ from gpuinsight.warehouse.db import Warehouse
 OPENB_CLUSTER = "alibaba-openb"
 OPENB_NAMESPACE = "openb"
 OPENB_EPOCH = datetime(2023, 1, 1)  # the trace's time 0 (offsets are anonymised)
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 POD_OPTIONAL = ("gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
-NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 CONTRACTS = (
@@ -40,27 +38,9 @@ CONTRACTS = (
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
-    """Yield ("FILE:LINE", row) after checking the header."""
-    try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in reader.fieldnames or []]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)}")
-        reader.fieldnames = header
-        try:
-            for row in reader:
-                where = f"{path}:{reader.line_num}"
-                if None in row or any(v is None for v in row.values()):
-                    raise BadInput(f"{where}: expected {len(header)} fields")
-                if any(v.strip() for v in row.values()):
-                    yield where, row
-        except csv.Error as exc:
-            raise BadInput(f"{path}:{reader.line_num}: {exc}") from None
+    """Yield ("FILE:LINE", row): the simulator's openb reader, so both read the trace alike."""
+    for line, row in read_rows(path, required):
+        yield f"{path}:{line}", row
 
 
 def _int(row: dict[str, str], column: str, where: str, *, lo: int = 0, hi: int | None = None,
