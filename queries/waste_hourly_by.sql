@@ -2,7 +2,7 @@
 -- grain: one row per clock hour per group (per $by) per cost bucket
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
--- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node
+-- param: by VARCHAR = namespace -- group by: namespace | queue | workload | node_pool | node | team
 -- param: namespace VARCHAR = NULL -- only this namespace
 -- param: queue VARCHAR = NULL -- only this Volcano queue
 -- param: node_pool VARCHAR = NULL -- only this node pool
@@ -10,14 +10,7 @@
 --   waste cost by namespace or queue.
 SELECT
     hour,
-    coalesce(CASE $by
-        WHEN 'namespace' THEN namespace
-        WHEN 'queue' THEN coalesce(queue, CASE WHEN namespace IS NOT NULL THEN '(no queue)' END)
-        WHEN 'workload' THEN namespace || '/' || workload
-        WHEN 'node_pool' THEN coalesce(node_pool, '(no pool)')
-        WHEN 'node' THEN node
-        ELSE error('by must be one of namespace, queue, workload, node_pool, node')
-    END, '(unallocated)') AS "group",
+    coalesce(cost_group($by, namespace, queue, workload, node_pool, node, team), '(unallocated)') AS "group",
     bucket,
     sum(gpu_hours) AS gpu_hours,
     sum(usd) AS usd
