@@ -50,7 +50,8 @@ s AS (
            g.sm_active, g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib
     FROM gpu_samples g
     JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
-    WHERE g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
+    WHERE g.pod <> ''  -- unallocated GPUs have no workload: skip them before the join
+      AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
 ),
 st AS (
     -- one sort per measure: list quantiles share it
