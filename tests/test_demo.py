@@ -87,3 +87,15 @@ def test_buckets_add_up_to_node_cost(demo: Path) -> None:
     assert buckets == pytest.approx(total, rel=1e-9)
     assert summary["total_usd"] == pytest.approx(total, rel=1e-9)
     assert summary["catalog"]
+
+
+def test_recommend_settings_from_file_and_flags(demo: Path, tmp_path: Path) -> None:
+    db = str(demo / "demo.duckdb")
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("idle:\n  max_median_activity: 0.0\n")  # nothing is *exactly* idle
+    res = CliRunner().invoke(main, ["recommend", "--db", db, "--format", "json", "--config", str(cfg)])
+    assert res.exit_code == 0, res.output
+    assert not [r for r in json.loads(res.output) if r["rule"] == "idle"]
+    res = CliRunner().invoke(main, ["recommend", "--db", db, "--format", "csv", "--set", "mig.memory_headroom=9"])
+    assert res.exit_code == 0 and ",mig," not in res.output  # 10x the p99 fits no slice
+    assert ",binpack," in res.output
