@@ -161,6 +161,11 @@ def _script_json(obj: Any) -> str:
 
 # -- HTML ----------------------------------------------------------------------------------
 
+def _name(cluster: str) -> str:
+    """': prod-a' after the title; nothing for an unnamed ('default') cluster."""
+    return "" if cluster in ("", "default", "cluster") else f": {cluster}"
+
+
 def _usd(v: Any) -> str:
     return "—" if v is None else f"${float(v):,.0f}"
 
@@ -294,11 +299,11 @@ def render_html(r: Report, specs: dict[str, dict[str, Any]]) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>GPU waste &amp; savings report: {e(r.cluster)}</title>
+<title>GPU waste &amp; savings report{e(_name(r.cluster))}</title>
 <style>{_CSS}</style>
 </head>
 <body data-gi-rendered="pending">
-<header><h1>GPU waste &amp; savings report: {e(r.cluster)}</h1>
+<header><h1>GPU waste &amp; savings report{e(_name(r.cluster))}</h1>
 <p>window {window} · {e(r.price_note)} · generated {generated}</p></header>
 <main>
 <ul id="gi-errors"></ul>
