@@ -340,15 +340,24 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
 @click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
 @click.option("--context", default=None, help="kubeconfig context for --apply and the live diff.")
 @click.option("--window", default=None, help="Judge only the last N of data, e.g. 7d (default: everything loaded).")
+@click.option("--save-plan", "save_plan", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the plan (id, time, recommendations with their actions) to a file for review.")
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Use a reviewed plan file instead of running the rules (with --apply: apply exactly it).")
+@click.option("--only", "only", multiple=True, help="With --apply: only these recommendation ids (repeatable).")
 @handle_errors
 def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[str, ...], emit_dir: Path | None,
-              do_apply: bool, context: str | None, window: str | None) -> None:
+              do_apply: bool, context: str | None, window: str | None, save_plan: Path | None,
+              plan_file: Path | None, only: tuple[str, ...]) -> None:
     """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
     from gpuinsight.recommend_cli import run_recommend
 
+    if only and not do_apply:
+        raise BadInput("--only goes with --apply")
     with open_gi(db, window_days=window_days(window)) as gi:
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
-                      do_apply=do_apply, context=context)
+                      do_apply=do_apply, context=context, save_plan=save_plan, plan_file=plan_file,
+                      only=list(only))
 
 
 @main.command()

@@ -65,8 +65,21 @@ def plan_csv(plan: Plan) -> str:
 
 
 def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: tuple[str, ...],
-                  emit_dir: Path | None, do_apply: bool, context: str | None) -> None:
-    plan = gi.recommend(load_settings(config_file, sets))
+                  emit_dir: Path | None, do_apply: bool, context: str | None, save_plan: Path | None = None,
+                  plan_file: Path | None = None, only: list[str] | None = None) -> None:
+    if plan_file is not None:
+        if config_file or sets:
+            raise BadInput("--plan uses a reviewed plan: --config and --set do not apply")
+        from gpuinsight.actions import load_plan
+
+        plan = load_plan(plan_file)  # invalid fields: BadInput naming the field
+    else:
+        plan = gi.recommend(load_settings(config_file, sets))
+    if save_plan is not None:
+        from gpuinsight.actions import plan_to_json
+
+        save_plan.write_text(json.dumps(plan_to_json(plan), indent=2, default=str) + "\n")
+        click.echo(f"wrote plan {plan.plan_id} to {save_plan}", err=True)
     if fmt == "json":
         click.echo(json.dumps(plan.to_json_obj(), indent=2, default=str))
     elif fmt == "yaml":
@@ -88,7 +101,7 @@ def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: t
     if do_apply:
         from gpuinsight.actions.cli_glue import apply_from_cli
 
-        click.echo(apply_from_cli(gi, plan, context=context), err=fmt != "table")
+        click.echo(apply_from_cli(gi, plan, context=context, only=only), err=fmt != "table")
 
 
 def run_rollback(gi: GpuInsight, plan_id: str, *, context: str | None) -> None:

@@ -396,3 +396,36 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     for body in by_rule["idle"]:
         assert after_apply[(PLURALS[body["target"]["kind"]], body["namespace"], body["workload"])]["spec"][
             "replicas"] == 0
+
+
+def test_a_reviewed_plan_file_is_applied_exactly_and_only_the_chosen_ids(demo_db: Path, tmp_path: Path) -> None:
+    db_path = tmp_path / "demo.duckdb"
+    shutil.copyfile(demo_db, db_path)
+    db = ["--db", str(db_path)]
+    plan_file = tmp_path / "plan.json"
+    api = sample_cluster()
+    before = snapshot(api)
+    with api:
+        kubeconfig = api.write_kubeconfig(tmp_path, context=CONTEXT)
+        gpuinsight(["recommend", "--save-plan", str(plan_file), "--format", "json", *db], kubeconfig)
+        plan = json.loads(plan_file.read_text())
+        queue = next(r for r in plan["recommendations"] if r["rule"] == "queue")
+
+        # a hand edit into an invalid value is refused, naming the field, before any request
+        bad = json.loads(plan_file.read_text())
+        next(r for r in bad["recommendations"] if r["rule"] == "queue")["proposed"]["weight"] = -3
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        start = len(api.requests)
+        res = CliRunner().invoke(main, ["recommend", "--plan", str(tmp_path / "bad.json"), "--apply", "--context",
+                                        CONTEXT, *db], env={"KUBECONFIG": str(kubeconfig)})
+        assert res.exit_code == 2 and "proposed.weight" in res.output
+        assert writes(api, start) == []
+
+        # the reviewed plan, only its queue finding: one object changes, nothing else
+        start = len(api.requests)
+        text = gpuinsight(["recommend", "--plan", str(plan_file), "--apply", "--only", queue["id"], "--context",
+                           CONTEXT, *db], kubeconfig)
+        assert f"{plan['plan_id']}: 1 applied" in text
+        changed = {k for k, v in snapshot(api).items() if before.get(k) != v}
+        assert changed == {("queues", None, "research")}
+        assert_dry_runs_first(writes(api, start))

@@ -43,7 +43,7 @@ def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None, liv
 
 
 def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
-                   max_age: timedelta = timedelta(hours=24)) -> str:
+                   max_age: timedelta = timedelta(hours=24), only: list[str] | None = None) -> str:
     """Rebuild the plan's actions from live objects, show the diff, then apply (dry run first)."""
     from gpuinsight.actions import needs_eks, prepare_plan
 
@@ -51,7 +51,7 @@ def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
     state = prepare_plan(plan, gi.wh, cluster=warehouse_cluster(gi.wh, gi.config.cluster), kube=kube)
     eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
     text = diff_plan(plan, state)
-    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age)
+    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None)
     lines = [text, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
     lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
     return "\n".join(lines)
