@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuinsight.config import Config
+from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadReport
 from gpuinsight.sql import QueryRegistry, load_registry
 from gpuinsight.warehouse import Warehouse
@@ -30,6 +31,11 @@ class GpuInsight:
         self.config = config
         self.wh = Warehouse(config.db_path, read_only=read_only)
         self.registry: QueryRegistry = load_registry()
+        self._stale = not self.registry.is_current(self.wh.con)
+        if self._stale and not read_only:
+            # built by another version of the models (or never): rebuild before answering
+            self.refresh()
+            self._stale = False
 
     # -- reading ---------------------------------------------------------------------------
     def query(self, name: str, **params: Any) -> pl.DataFrame:
@@ -40,6 +46,9 @@ class GpuInsight:
         at the same window.
         """
         q = self.registry.get(name)
+        if self._stale and self.wh.count("nodes"):
+            raise BadInput(f"{self.config.db_path}: its models were built by another gpuinsight version; "
+                           "open it read-write once (e.g. `gpuinsight query`) to rebuild them")
         if self.config.window_days and "since" not in params and any(p.name == "since" for p in q.params):
             params["since"] = self._window_start()
         with self.wh._lock:

@@ -314,7 +314,7 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
     cfg = make_config(db)
     if not cfg.db_path.exists():
         raise BadInput(f"{cfg.db_path}: no warehouse here (run `gpuinsight demo` or a collection first)")
-    with GpuInsight(cfg, read_only=True) as gi:
+    with GpuInsight(cfg) as gi:  # read-write: models built by another version are rebuilt first
         if not name:
             emit_frame(gi.queries(), fmt)
             return

@@ -201,6 +201,7 @@ def test_binpack_frees_a_node_moving_the_gang_whole() -> None:
                                     "from": "n2", "to": "n1", "gpus": 2.0}]
     assert r.monthly_savings_usd == pytest.approx(55.04 * 730)
     assert r.evidence["gap_to_lower_bound_nodes"] == 0
+    assert r.evidence["pool_optimal_nodes"] == 1 and r.evidence["gap_to_optimal_nodes"] == 0
 
 
 def test_binpack_never_splits_a_gang() -> None:
@@ -268,3 +269,16 @@ def test_store_plan_with_many_findings_and_late_non_null_fields(tmp_path) -> Non
     store_plan(SimpleNamespace(wh=wh), plan)  # type: ignore[arg-type]
     assert wh.count("recommendations") == 151
     assert wh.sql("SELECT queue FROM recommendations WHERE rule = 'queue'").item() == "research"
+
+
+def test_exact_packing_bound() -> None:
+    from gpuinsight.rules.pack_bound import Unit, optimal_nodes
+
+    # 5 + 5 + 3 + 3 GPUs on 8-GPU nodes: the capacity bound says 2, the exact answer is 2 (5+3, 5+3)
+    assert optimal_nodes([Unit(5), Unit(5), Unit(3), Unit(3)], [8, 8, 8]) == 2
+    # 5 + 5 + 5 on 8-GPU nodes: the capacity bound says 2, but no two fit together: 3
+    assert optimal_nodes([Unit(5), Unit(5), Unit(5)], [8, 8, 8]) == 3
+    # a pinned unit keeps its node in use even if it could share
+    assert optimal_nodes([Unit(1, pinned_to=2), Unit(1)], [8, 8, 8]) == 1
+    assert optimal_nodes([Unit(1, pinned_to=2), Unit(7.5)], [8, 8, 8]) == 2
+    assert optimal_nodes([Unit(1)] * 5000, [8] * 10) is None  # too large to solve exactly here

@@ -81,3 +81,25 @@ def test_reopened_warehouse_answers_queries(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "w.duckdb")
     assert wh.count("nodes") == 0
     assert wh.sql("SELECT 1 AS one")["one"].to_list() == [1]
+
+
+def test_models_built_by_another_version_are_rebuilt_on_open(tmp_path: Path) -> None:
+    import gpuinsight as gi
+    from tests.fleet_tables import T0, MiniFleet
+
+    f = MiniFleet()
+    f.node("n1", "g6.xlarge", "L4", 1)
+    f.pod("p", "n1")
+    from datetime import timedelta
+
+    f.series("n1", 0, "p", "ns", 0.5, end=T0 + timedelta(hours=1))
+    with gi.open(tmp_path / "w.duckdb") as g:
+        f.load(g.wh)
+        g.refresh()
+        # an older gpuinsight left a materialized model of another shape and fingerprint
+        g.wh.con.execute("CREATE OR REPLACE TABLE analysis_window AS SELECT 1 AS old_column")
+        g.wh.con.execute("UPDATE model_state SET fingerprint = 'older'")
+    with gi.open(tmp_path / "w.duckdb", read_only=True) as g, pytest.raises(BadInput, match="another gpuinsight"):
+        g.query("fleet_summary")
+    with gi.open(tmp_path / "w.duckdb") as g:  # read-write: rebuilt before answering
+        assert g.query("analysis_window")["cluster"].to_list() == ["test"]

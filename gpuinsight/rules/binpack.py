@@ -3,8 +3,9 @@
 Greedy, fewest moves first: try to empty the nodes holding the fewest GPUs, moving each gang
 (Volcano PodGroup / Job) whole onto the fullest other node of the same pool, zone and GPU
 model that has room (best fit). A gang with pods on a node that is not being emptied is never
-split: such a node is skipped. MIG nodes and MIG pods stay put. The gap to a lower bound (the
-pool's GPUs held / GPUs per node) is reported with each plan.
+split: such a node is skipped. MIG nodes and MIG pods stay put. Each plan reports its gap to
+the pool's capacity bound (GPUs held / GPUs per node) and to the exact optimum of an ILP
+(HiGHS) where the pool is small enough to solve quickly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import polars as pl
 
 from gpuinsight.rules.base import Recommendation, Rule, Setting
 from gpuinsight.rules.common import num, rows
+from gpuinsight.rules.pack_bound import Unit, optimal_nodes
 
 
 class BinpackRule(Rule):
@@ -79,10 +81,29 @@ class BinpackRule(Rule):
                     target={"kind": "NodeSet", "nodes": [n["node"]]},
                 ))
             used_after = len(members) - len(freed)
+            optimal = pool_optimum(members, pods_on, gang_nodes)
             for rec in out:
                 if rec.evidence.get("pool") == pool and rec.evidence.get("zone") == zone:
                     rec.evidence["gap_to_lower_bound_nodes"] = used_after - lower_bound
+                    rec.evidence["pool_optimal_nodes"] = optimal
+                    rec.evidence["gap_to_optimal_nodes"] = None if optimal is None else used_after - optimal
         return out
+
+
+def pool_optimum(members: list[dict[str, Any]], pods_on: dict[str, list[dict[str, Any]]],
+                 gang_nodes: dict[str, set[str]]) -> int | None:
+    """Fewest nodes of this pool that could hold its current work (exact ILP; None if too big)."""
+    index = {m["node"]: i for i, m in enumerate(members)}
+    units: dict[str, Unit] = {}
+    for m in members:
+        for p in pods_on.get(m["node"], []):
+            gang = f"{p['namespace']}/{p['gang']}" if p.get("gang") else None
+            pinned = bool(p.get("mig_profile")) or (gang is not None and len(gang_nodes[gang]) > 1)
+            key = f"{m['node']}/{p['pod']}" if pinned or gang is None else gang
+            prev = units.get(key)
+            units[key] = Unit((prev.gpus if prev else 0.0) + num(p.get("gpus")),
+                              index[m["node"]] if pinned else None)
+    return optimal_nodes(list(units.values()), [num(m["gpu_count"]) for m in members])
 
 
 def movable_units(pods: list[dict[str, Any]], gang_nodes: dict[str, set[str]],

@@ -226,13 +226,29 @@ class QueryRegistry:
             return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
         return _execute(con, q, q.text, q.bind(params))
 
+    def fingerprint(self) -> str:
+        """A hash of every materialized model's SQL: changes when a model's definition does."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for q in self.build_order():
+            digest.update(q.name.encode() + b"\0" + q.text.encode() + b"\0")
+        return digest.hexdigest()[:16]
+
     def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """(Re)build every materialized model; the caller owns the transaction."""
         built = []
         for q in self.build_order():
             _execute_ddl(con, q)
             built.append(q.name)
+        con.execute("DELETE FROM model_state")
+        con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built
+
+    def is_current(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Were the materialized models built from these definitions?"""
+        rows = con.execute("SELECT fingerprint FROM model_state").fetchall()
+        return bool(rows) and rows[0][0] == self.fingerprint()
 
 
 def _error_location(q: Query, exc: duckdb.Error, offset: int = 0) -> str:
