@@ -28,14 +28,18 @@ def _highs() -> Any:
     # HiGHS prints a banner on stdout from C the first time; keep it off our output
     # (which may be JSON) by pointing file descriptor 1 at /dev/null for the construction.
     sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, 1)
+        saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no usable stdout descriptor: nothing to protect
         h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
+    else:
+        try:
+            os.dup2(devnull, 1)
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
     h.setOptionValue("output_flag", False)
     return h
 
