@@ -42,8 +42,6 @@ class Config:
     catalog: str | None = None               # price catalog name; None = newest loaded
     window_days: float | None = None          # analysis window: the last N days of data; None = all
     s3_endpoint_url: str | None = None        # S3-compatible store for report uploads (MinIO, moto)
-    production_namespaces: tuple[str, ...] = ("prod*", "production*")
-    production_priority_classes: tuple[str, ...] = ("*prod*", "*critical*")
     progress: bool = False                   # progress bars (the CLI sets it on terminals only)
     debug: bool = False
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)

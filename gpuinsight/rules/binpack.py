@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import num, rows
+from gpuinsight.rules.common import monthly, num, rows
 from gpuinsight.rules.pack_bound import Unit, optimal_nodes
 
 
@@ -70,7 +70,7 @@ class BinpackRule(Rule):
                            f"onto other {pool} nodes and release it"),
                     current={"node": n["node"], "gpus_held": num(n["gpus_held"]), "gpu_count": num(n["gpu_count"])},
                     proposed={"moves": plan, "nodes_freed": [n["node"]], "node_pool": pool},
-                    monthly_savings_usd=usd * 730.0,
+                    monthly_savings_usd=monthly(usd),
                     confidence=settings["confidence"] if usd else 0.3,
                     evidence={
                         "node_gpus": num(n["gpu_count"]), "gpus_held": num(n["gpus_held"]),

@@ -25,8 +25,9 @@ def num(value: Any, default: float = 0.0) -> float:
     return default if math.isnan(f) else f
 
 
-def monthly(usd_per_hour: float) -> float:
-    return usd_per_hour * HOURS_PER_MONTH
+def monthly(per_hour: float) -> float:
+    """A per-hour rate (dollars, GPU-hours) as a run rate per 730-hour month."""
+    return per_hour * HOURS_PER_MONTH
 
 
 def evidence_confidence(hours: float, full_at_hours: float, *, cap: float = 0.95) -> float:

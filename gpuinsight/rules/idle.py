@@ -7,7 +7,16 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import evidence_confidence, mib_to_gb, num, pct, rows, window_hours, workload_ref
+from gpuinsight.rules.common import (
+    evidence_confidence,
+    mib_to_gb,
+    monthly,
+    num,
+    pct,
+    rows,
+    window_hours,
+    workload_ref,
+)
 
 
 class IdleRule(Rule):
@@ -31,7 +40,7 @@ class IdleRule(Rule):
             # idle = essentially nothing most of the time; low but steady use is a sharing case
             if active > settings["max_active_fraction"] or num(r.get("gr_p50")) > settings["max_median_activity"]:
                 continue
-            monthly = num(r.get("cost_usd")) / hours * 730.0 if hours else 0.0
+            saving = monthly(num(r.get("cost_usd")) / hours) if hours else 0.0
             gpus = round(num(r.get("avg_gpus_held")), 3)
             out.append(Recommendation(
                 rule="idle",
@@ -40,7 +49,7 @@ class IdleRule(Rule):
                        f"but was active only {pct(active)}% of the time: scale it to zero"),
                 current={"gpus": gpus, "workload_kind": r.get("workload_kind")},
                 proposed={"replicas": 0, "reason": "idle"},
-                monthly_savings_usd=monthly,
+                monthly_savings_usd=saving,
                 confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
                 evidence={
                     "active_fraction_pct": pct(active),

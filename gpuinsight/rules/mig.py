@@ -16,7 +16,7 @@ import polars as pl
 
 from gpuinsight.gpumodels import is_mig_capable
 from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import evidence_confidence, mib_to_gb, num, pct, rows, workload_ref
+from gpuinsight.rules.common import evidence_confidence, mib_to_gb, monthly, num, pct, rows, workload_ref
 from gpuinsight.rules.mig_packing import MigProfile, layout_label, pack, parse_layouts
 
 
@@ -98,7 +98,7 @@ class MigRule(Rule):
             proposed={"mig_profile": prof.profile, "resource": f"nvidia.com/mig-{prof.profile}", "count": replicas,
                       "gpu_model": prof.gpu_model, "node": node, "node_mig_config": config or f"all-{prof.profile}",
                       "gpus_freed": round(gpus_freed, 3)},
-            monthly_savings_usd=gpus_freed * price * 730.0,
+            monthly_savings_usd=monthly(gpus_freed * price),
             confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
             evidence={
                 "fb_used_p99_gb": mib_to_gb(r.get("fb_p99_mib")),

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import num, rows
+from gpuinsight.rules.common import monthly, num, rows
 
 
 class QueueRule(Rule):
@@ -77,7 +77,7 @@ class QueueRule(Rule):
                         "used_gpu_avg": round(num(q.get("used_gpu_avg")), 2),
                         "fleet_unallocated_gpus_avg": round(unallocated_avg, 2),
                         "idle_entitlement_gpus": round(freed, 2),
-                        "idle_entitlement_usd_per_month_at_list": round(freed * usd_per_gpu_hour * 730.0, 2),
+                        "idle_entitlement_usd_per_month_at_list": round(monthly(freed * usd_per_gpu_hour), 2),
                         "saving_basis": "an entitlement change; dollars come from releasing the capacity",
                     },
                     target={"kind": "Queue", "name": q["queue"]},

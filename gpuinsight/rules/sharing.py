@@ -7,14 +7,13 @@ client within its equal 1/N share, since MPS splits memory evenly).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.gpumodels import MEMORY_MIB
 from gpuinsight.rules.base import Recommendation, Setting, stable_id
-from gpuinsight.rules.common import evidence_confidence, mib_to_gb, num, pct, workload_ref
+from gpuinsight.rules.common import evidence_confidence, mib_to_gb, monthly, num, pct, workload_ref
 
 SHARING_SETTINGS = (
     Setting("max_single_p95", 0.30, "Only workloads whose p95 SM (and GR) activity is below this share."),
@@ -97,7 +96,7 @@ def recommend_groups(rule: str, groups: list[list[dict[str, Any]]], settings: di
                 current={"gpus": 1, "gpu_model": m.get("gpu_model"), "sharing": "none"},
                 proposed={"sharing": "mps" if rule == "mps" else "time-slicing", "replicas": n, "node": None,
                           "config_name": config_name, "group": names, "gpus_freed": round(per_member_freed, 3)},
-                monthly_savings_usd=per_member_freed * price * 730.0,
+                monthly_savings_usd=monthly(per_member_freed * price),
                 confidence=evidence_confidence(min(num(x.get("hours_held")) for x in members),
                                                settings["full_confidence_hours"]),
                 evidence={
@@ -114,7 +113,3 @@ def recommend_groups(rule: str, groups: list[list[dict[str, Any]]], settings: di
             ))
     return out
 
-
-def gpus_needed(loads: list[float], cap: float) -> int:
-    """Lower bound of shared GPUs for a set of p95 loads (for reporting)."""
-    return max(1, math.ceil(sum(loads) / cap))

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import evidence_confidence, num, rows, window_hours, workload_ref
+from gpuinsight.rules.common import evidence_confidence, monthly, num, rows, window_hours, workload_ref
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -54,7 +54,7 @@ class SpotRule(Rule):
             od = num(price["on_demand_usd_per_hour"]) / gpus_per_node
             assumed = price.get("spot_usd_per_hour") is None
             spot = od * (1 - settings["assumed_spot_discount"]) if assumed else num(price["spot_usd_per_hour"]) / gpus_per_node
-            gpu_hours_month = num(r.get("gpu_hours")) / hours * 730.0
+            gpu_hours_month = monthly(num(r.get("gpu_hours")) / hours)
             task_h = num(r.get("runtime_p50_s"), 3600.0) / 3600.0
             gang = max(1, int(num(c.get("min_available"), 1))) if restart == "RestartJob" else 1
             # interruptions hit nodes; per GPU-hour that's the node rate / GPUs per node
