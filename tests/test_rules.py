@@ -256,7 +256,6 @@ def test_ids_are_stable_and_settings_validated() -> None:
 
 def test_store_plan_with_many_findings_and_late_non_null_fields(tmp_path) -> None:  # noqa: ANN001
     from datetime import UTC, datetime
-    from types import SimpleNamespace
 
     from gpuinsight.rules.base import Plan
     from gpuinsight.rules.engine import store_plan
@@ -266,7 +265,7 @@ def test_store_plan_with_many_findings_and_late_non_null_fields(tmp_path) -> Non
     recs.append(Recommendation(rule="queue", title="q", queue="research"))  # first non-null queue at row 151
     plan = Plan("plan-x", datetime.now(UTC), "c", (None, None), recs)
     wh = Warehouse(tmp_path / "w.duckdb")
-    store_plan(SimpleNamespace(wh=wh), plan)  # type: ignore[arg-type]
+    store_plan(wh, plan)
     assert wh.count("recommendations") == 151
     assert wh.sql("SELECT queue FROM recommendations WHERE rule = 'queue'").item() == "research"
 

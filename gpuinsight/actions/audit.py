@@ -89,12 +89,6 @@ def rows(wh: Warehouse, plan_id: str, statuses: tuple[str, ...] | None = None) -
 
 def save_recommendations(wh: Warehouse, plan: Plan) -> None:
     """Keep the applied plan's recommendations (with their actions) next to the audit rows."""
-    created = plan.created_at.astimezone(UTC).replace(tzinfo=None) if plan.created_at.tzinfo else plan.created_at
-    with wh.transaction() as con:
-        for rec in plan.recommendations:
-            con.execute("DELETE FROM recommendations WHERE plan_id = ? AND id = ?", [plan.plan_id, rec.id])
-            con.execute(
-                "INSERT INTO recommendations (plan_id, id, rule, namespace, workload, node, queue, title,"
-                " monthly_savings_usd, confidence, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [plan.plan_id, rec.id, rec.rule, rec.namespace, rec.workload, rec.node, rec.queue, rec.title,
-                 rec.monthly_savings_usd, rec.confidence, json.dumps(rec.to_dict(), default=str), created])
+    from gpuinsight.rules.engine import store_plan
+
+    store_plan(wh, plan)

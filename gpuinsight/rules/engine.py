@@ -14,6 +14,7 @@ from gpuinsight.rules.registry import ALL_RULES, CLAIMS_WORKLOADS
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
+    from gpuinsight.warehouse import Warehouse
 
 
 def frames_for(gi: GpuInsight, names: set[str]) -> dict[str, pl.DataFrame]:
@@ -68,7 +69,7 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
                 window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
                 recommendations=recs)
     attach_actions(gi, plan)
-    store_plan(gi, plan)
+    store_plan(gi.wh, plan)
     return plan
 
 
@@ -82,14 +83,15 @@ def attach_actions(gi: GpuInsight, plan: Plan) -> None:
     actions_for_plan(gi.wh, plan)
 
 
-def store_plan(gi: GpuInsight, plan: Plan) -> None:
+def store_plan(wh: Warehouse, plan: Plan) -> None:
+    """Keep the plan's recommendations (with their actions) in ``recommendations``, one merge."""
     if not plan.recommendations:
         return
-    created = plan.created_at.replace(tzinfo=None)
+    created = plan.created_at.astimezone(UTC).replace(tzinfo=None) if plan.created_at.tzinfo else plan.created_at
     frame = pl.DataFrame([
         {"plan_id": plan.plan_id, "id": r.id, "rule": r.rule, "namespace": r.namespace, "workload": r.workload,
          "node": r.node, "queue": r.queue, "title": r.title, "monthly_savings_usd": r.monthly_savings_usd,
          "confidence": r.confidence, "body": json.dumps(r.to_dict(), default=str), "created_at": created}
         for r in plan.recommendations
     ], infer_schema_length=None)  # early rows may all have a null queue or node
-    gi.wh.merge("recommendations", frame, ["plan_id", "id"])
+    wh.merge("recommendations", frame, ["plan_id", "id"])
