@@ -144,10 +144,13 @@ class GpuInsight:
 
         return run_rules(self, settings or self.config.rule_settings)
 
-    def report(self, out: Path, *, png_dir: Path | None = None, upload: str | None = None) -> Path:
+    def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
+               upload: str | None = None) -> Path:
+        """Write the waste & savings report; its findings are ``plan`` (e.g.
+        ``self.recommend(settings)``), else the rules run with the configured settings."""
         from gpuinsight.reports.html import write_report
 
-        return write_report(self, Path(out), png_dir=png_dir, upload=upload)
+        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload)
 
     def close(self) -> None:
         self.wh.close()

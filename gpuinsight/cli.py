@@ -328,13 +328,19 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
 
 
 # -- recommend / rollback ----------------------------------------------------------------------
+def rule_settings_options(fn: F) -> F:
+    """--config FILE and --set rule.setting=value (recommend and report take the same)."""
+    fn = click.option("--set", "sets", multiple=True,
+                      help="rule.setting=value, repeatable (see `gpuinsight rules`).")(fn)
+    return click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        default=None, help="YAML/JSON file of rule settings: {rule: {setting: value}}.")(fn)
+
+
 @main.command()
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "csv"]), default="table", show_default=True,
               help="Output format (json is the fixed recommendation interface).")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="YAML/JSON file of rule settings: {rule: {setting: value}}.")
-@click.option("--set", "sets", multiple=True, help="rule.setting=value, repeatable (see `gpuinsight rules`).")
+@rule_settings_options
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the changes as YAML (one file per object + kustomization.yaml).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
@@ -395,12 +401,20 @@ def rules() -> None:
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint for --upload (MinIO and the like).")
 @click.option("--window", default=None, help="Only the last N of data, e.g. 7d (default: everything loaded).")
 @click.option("--cluster", default="default", show_default=True, help="Cluster name shown in the report title.")
+@rule_settings_options
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Render this plan (from `recommend --save-plan`) instead of running the rules.")
 @handle_errors
 def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
-           window: str | None, cluster: str) -> None:
-    """The waste & savings report: one self-contained HTML file."""
+           window: str | None, cluster: str, config_file: Path | None, sets: tuple[str, ...],
+           plan_file: Path | None) -> None:
+    """The waste & savings report: one self-contained HTML file, with the findings of the rules
+    run with the given settings (as `recommend`) or of a saved plan."""
+    from gpuinsight.recommend_cli import plan_from_cli
+
     with open_gi(db, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window), cluster=cluster) as gi:
-        path = gi.report(out, png_dir=png_dir, upload=upload)
+        plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
+        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload)
         click.echo(f"wrote {path}")
 
 

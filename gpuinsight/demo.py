@@ -28,7 +28,7 @@ def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
         plan = gi.recommend()
         (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
         progress.stage("writing the report")
-        report = gi.report(out / "report.html")
+        report = gi.report(out / "report.html", plan=plan)
         progress.close()
         text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
     took = time.perf_counter() - started

@@ -64,17 +64,23 @@ def plan_csv(plan: Plan) -> str:
     return buf.getvalue()
 
 
-def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: tuple[str, ...],
-                  emit_dir: Path | None, do_apply: bool, context: str | None, save_plan: Path | None = None,
-                  plan_file: Path | None = None, only: list[str] | None = None) -> None:
+def plan_from_cli(gi: GpuInsight, *, config_file: Path | None, sets: tuple[str, ...],
+                  plan_file: Path | None) -> Plan:
+    """The plan a command works on: a reviewed plan file (``--plan``), else the rules run with
+    the settings of ``--config`` and ``--set`` (shared by ``recommend`` and ``report``)."""
     if plan_file is not None:
         if config_file or sets:
             raise BadInput("--plan uses a reviewed plan: --config and --set do not apply")
         from gpuinsight.actions import load_plan
 
-        plan = load_plan(plan_file)  # invalid fields: BadInput naming the field
-    else:
-        plan = gi.recommend(load_settings(config_file, sets))
+        return load_plan(plan_file)  # invalid fields: BadInput naming the field
+    return gi.recommend(load_settings(config_file, sets))
+
+
+def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: tuple[str, ...],
+                  emit_dir: Path | None, do_apply: bool, context: str | None, save_plan: Path | None = None,
+                  plan_file: Path | None = None, only: list[str] | None = None) -> None:
+    plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
     if save_plan is not None:
         from gpuinsight.actions import plan_to_json
 
