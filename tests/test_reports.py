@@ -406,6 +406,9 @@ def test_findings_table_biggest_first_and_escaped(tmp_path: Path) -> None:
     assert "$5,000" in table and "80%" in table
     assert "saving from" not in table  # no basis column for plans that do not state one
     assert "from 3 findings below</div>" in html
+    zero = Recommendation(rule="queue", queue="q", title="entitlement only", monthly_savings_usd=0, confidence=0.5)
+    html = write_report(FrameSource(synthetic_fleet(16).frames, [*RECS, zero]), tmp_path / "z.html").read_text()
+    assert "from 3 findings below; 1 more without a direct saving</div>" in html
 
 
 class NoRules(FrameSource):

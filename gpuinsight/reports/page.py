@@ -70,9 +70,11 @@ def _plural(n: int, word: str) -> str:
 
 def _savings_sub(r: Report) -> str:
     n = r.findings.height
+    without = r.findings.filter(pl.col("monthly_savings_usd").round(0) == 0).height
     by_basis = savings_by_basis(r.findings)
     if not by_basis:
-        return f'<div class="sub">from {_plural(n, "finding")} below</div>'
+        more = f"; {without} more without a direct saving" if without else ""
+        return f'<div class="sub">from {_plural(n - without, "finding")} below{more}</div>'
     rows = "".join(
         f'<tr><td class="num">{_usd(usd) if round(usd) else "—"}</td>'
         f'<td>{esc(basis)} ({_plural(count, "finding")}{"" if round(usd) else ", no direct saving"})</td></tr>'
@@ -149,7 +151,7 @@ def _waste_table(t: WasteTable, summary: dict[str, Any]) -> str:
     note = (f'<p class="sub">These totals differ from the headline ({_usd(spend)} spend, {_usd(waste)} waste per '
             "month): the headline adds each cluster's own run rate, the rows scale the whole window, and the two "
             "differ when clusters cover different spans.</p>" if differs else "")
-    return f"<h3>By {esc(t.by)}</h3>{table}{note}"
+    return f'<div class="waste-block"><h3>By {esc(t.by)}</h3>{table}{note}</div>'
 
 
 def who_wastes(r: Report) -> str:
@@ -207,7 +209,7 @@ table.basis td{border:0;padding:1px 8px 1px 0}table.basis td.num{font-weight:bol
 .basis-note{font-size:13px;color:#455a64;margin:12px 0 4px}.facts{font-size:13px;color:#455a64;margin:4px 0}
 .chart{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:12px;margin:16px 0;overflow-x:auto}
 table{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
-table.waste{width:auto;min-width:760px;margin-bottom:8px}
+table.waste{width:auto;margin-bottom:8px}
 th,td{border-bottom:1px solid #eceff1;padding:6px 8px;text-align:left;vertical-align:top}
 th{background:#eceff1}.num{text-align:right;white-space:nowrap}tfoot th{background:#cfd8dc}
 h3{font-size:15px;margin:16px 0 6px}
