@@ -308,6 +308,8 @@ def test_fragmentation_and_queue_usage() -> None:
     lambda: charts.mig_fit(PROFILES.clear(), MIG_CATALOG),
     lambda: charts.fragmentation(FRAG.clear()),
     lambda: charts.queue_usage(QUEUES.clear()),
+    lambda: charts.queue_usage(QUEUES.with_columns(pl.col(c).cast(pl.Float64) * 0 for c in QUEUES.columns[1:])),
+    lambda: charts.waste_breakdown(BREAKDOWN.with_columns(pl.col(pl.Float64) * 0)),
 ])
 def test_empty_frames_give_a_chart_that_says_why(builder: Any) -> None:
     chart = builder()

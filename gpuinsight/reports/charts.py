@@ -207,7 +207,9 @@ def waste_breakdown(df: pl.DataFrame, *, by: str = "namespace", price_note: str 
     # a bucket with nothing in it gets no bars and no legend entry
     present = set(long.group_by("bucket").agg(pl.col("value").abs().sum()).filter(pl.col("value") > 0)
                   .get_column("bucket").to_list())
-    buckets = [b for b in theme.BUCKETS if b in present] or list(theme.WASTE_BUCKETS)
+    if not present:
+        return placeholder(title, f"no priced GPU cost by {by} in the data", price_note)
+    buckets = [b for b in theme.BUCKETS if b in present]
     long = long.filter(pl.col("bucket").is_in(buckets) & (pl.col("value") != 0)).with_columns(
         pl.col("bucket").replace_strict({b: i for i, b in enumerate(theme.BUCKETS)}).alias("rank"),
         pl.col("bucket").replace_strict(theme.BUCKET_LABELS).alias("meaning"),
@@ -397,6 +399,8 @@ def queue_usage(df: pl.DataFrame, *, top_n: int = 30) -> ChartLike:
     )
     # a measure no queue has (e.g. no guarantees) gets no legend entry; zeros draw nothing
     long = long.filter(pl.col("gpus") > 0)
+    if long.is_empty():
+        return placeholder(title, "the Volcano queues have no GPU quota or use in the data")
     measures = theme.present(theme.QUEUE_MEASURES, long.get_column("measure").to_list())
     order = df.get_column("queue").to_list()
     return (
