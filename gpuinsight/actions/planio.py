@@ -275,7 +275,7 @@ def _ref(ref: Any, where: str) -> tuple[str, str, str | None, str]:
     ref = _object(ref, where)
     _keys(ref, ("apiVersion", "kind", "namespace", "name"), where)
     key = (ref.get("apiVersion"), ref.get("kind"))
-    if key not in _GVK:
+    if not all(isinstance(k, str) for k in key) or key not in _GVK:
         raise _bad(f"{where}.kind", f"{_show(ref.get('apiVersion'))} {_show(ref.get('kind'))} is not a kind "
                                     f"gpuinsight changes")
     info = _GVK[key]  # type: ignore[index]
@@ -375,7 +375,7 @@ def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
         _observed(action["observed"], f"{where}.observed")
     if kind == "k8s-apply":
         ref = _apply_object(action.get("object"), f"{where}.object")
-        if "ref" in action and _ref(action["ref"], f"{where}.ref") != ref:
+        if _ref(action.get("ref"), f"{where}.ref") != ref:
             raise _bad(f"{where}.ref", "does not name the object")
     elif kind in ("k8s-patch", "manifest-patch"):
         _ref(action.get("ref"), f"{where}.ref")
