@@ -92,11 +92,17 @@ def mutate(rng: random.Random, original: dict[str, Any], text: str) -> tuple[str
                 rec["actions"].pop(rng.randrange(len(rec["actions"])))
         elif op == "rename-key" and isinstance(parent, dict):
             parent[f"{key}_"] = parent.pop(key)
-        elif op == "truncate":
-            return op, text[: rng.randrange(1, len(text) - 1)]
-        elif op == "byte":
-            i = rng.randrange(len(text))
-            return op, text[:i] + rng.choice(["\udcff", "}", "{", '"', ",", "\\", "NaN"]) + text[i + 1:]
+        elif op in ("truncate", "byte"):
+            i = rng.randrange(1, len(text) - 1)
+            mutant = text[:i] if op == "truncate" else (
+                text[:i] + rng.choice(["\udcff", "}", "{", '"', ",", "\\", "NaN"]) + text[i + 1:])
+            try:
+                same = _same_plan(json.loads(mutant), original)
+            except ValueError:
+                same = False
+            if not same:
+                return op, mutant
+            continue
         mutant = json.dumps(doc, indent=2)
         if canonical(doc) != canonical(original) and not _same_plan(doc, original):
             return op, mutant

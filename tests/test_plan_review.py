@@ -240,3 +240,11 @@ def test_reviewed_plan_cli_round_trip_without_a_warehouse(tmp_path: Path) -> Non
     assert res.exit_code == 0, res.output
     assert (tmp_path / "out" / "steps.sh").is_file() and not (tmp_path / "none.duckdb").exists()
     assert os.access(tmp_path / "out" / "steps.sh", os.X_OK)
+
+
+def test_docs_list_every_prerequisite() -> None:
+    from gpuinsight.actions.prereqs import PREREQUISITES
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "actions.md").read_text()
+    for prereq in PREREQUISITES:
+        assert f"### {prereq.title}\n\n{prereq.text}\n" in docs, prereq.key
