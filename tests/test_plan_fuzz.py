@@ -5,9 +5,10 @@ server with a warehouse holding the reviewed original. Every mutant differs from
 reviewed, so each must be refused: exit 2, one line naming the file and the field (or the JSON
 position), no write request to the server, no output directory, warehouse tables unchanged.
 The same mutants are also emitted without review (``--plan MUTANT --emit OUT``): exit 0 or 2; on
-0 every YAML file holds one document and steps.sh parses, on 2 nothing is written.
+0 every YAML file holds one document and steps.sh parses, on 2 nothing is written (every third
+mutant by default, to keep the suite's time).
 
-    GPUINSIGHT_FUZZ_SEED=7 GPUINSIGHT_FUZZ_MUTANTS=500 pytest tests/test_plan_fuzz.py -s
+    GPUINSIGHT_FUZZ_SEED=7 GPUINSIGHT_FUZZ_MUTANTS=500 GPUINSIGHT_FUZZ_EMIT_EVERY=1 pytest tests/test_plan_fuzz.py -s
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from tests.k8s_apply_server import live_state, seeded
 from tests.test_actions_builders import all_recs
 
 SEED = int(os.environ.get("GPUINSIGHT_FUZZ_SEED", "20261130"))
-MUTANTS = int(os.environ.get("GPUINSIGHT_FUZZ_MUTANTS", "120"))
+MUTANTS = int(os.environ.get("GPUINSIGHT_FUZZ_MUTANTS", "100"))
+EMIT_EVERY = int(os.environ.get("GPUINSIGHT_FUZZ_EMIT_EVERY", "3"))  # also emit every Nth mutant unreviewed
 HOSTILE: list[Any] = [
     None, -1, 0, 2**70, 1e308, -0.5, True, "", " ", "x" * 300, "a\nb", "\n---\nkind: Namespace\nmetadata: {name: x}",
     "$(touch PWNED)", "`touch PWNED`", "; rm -rf /", "../../etc/passwd", "\u202eevil", "\x00", "Queue-A", "UPPER",
@@ -158,6 +160,8 @@ def test_mutated_plan_files_are_refused_naming_the_field(tmp_path: Path) -> None
             assert [r for r in api.requests[start:] if r.method != "GET"] == [], (op, n)
             assert not out.exists()
             # the same mutant emitted without review: refused cleanly, or written whole and inert
+            if n % EMIT_EVERY:
+                continue
             res = runner.invoke(main, ["recommend", "--plan", str(path), "--emit", str(out), "--format", "json"])
             codes[f"emit:{res.exit_code}"] += 1
             assert res.exit_code in (0, 2), (op, n, res.output)

@@ -183,6 +183,17 @@ def test_hostile_free_text_is_inert_in_steps_sh_and_yaml(tmp_path: Path) -> None
     readme = (out / "README.md").read_text()
     assert "\nkind: Namespace" not in readme and "\n---" not in readme
     assert "step 3 is not done by this script" in res.stderr  # the EKS group to copy by hand
+    # for real: the script stops at the step to do by hand, and resumes after it
+    log.unlink()
+    env.pop("DRY_RUN")
+    res = subprocess.run(["sh", str(out / "steps.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3 and "then run: sh steps.sh 4" in res.stderr
+    assert len(log.read_text().splitlines()) == 2  # steps 1 and 2
+    res = subprocess.run(["sh", str(out / "steps.sh"), "4"], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    calls = [c.split("\0")[:-1] for c in log.read_text().splitlines()][2:]
+    assert calls[0][:3] == ["kubectl", "apply", "--server-side"] and calls[0][-2:] == ["-k", "04-workload"]
+    assert {c[0] for c in calls} == {"kubectl", "aws"} and not list(tmp_path.rglob("PWNED"))
 
 
 def test_emit_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

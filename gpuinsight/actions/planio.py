@@ -431,7 +431,9 @@ def check_recommendation(data: Any, where: str) -> None:
     _opt_str(data.get("namespace"), f"{where}.namespace", DNS_LABEL, 63)
     for key in ("workload", "node", "queue"):
         _opt_str(data.get(key), f"{where}.{key}", DNS_NAME, 253)
-    _text(data.get("title", ""), f"{where}.title")
+    if "title" not in data:
+        raise _bad(f"{where}.title", "missing")
+    _text(data["title"], f"{where}.title")
     for key in ("current", "proposed", "target", "evidence"):
         if key in data:
             _object(data[key], f"{where}.{key}")
@@ -629,7 +631,7 @@ def check_reviewed(wh: Warehouse, plan: Plan, name: str) -> str:
     rows = wh.sql("SELECT sha256, content, saved_at FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id]).rows()
     digest = plan_digest(plan)
     if not rows:
-        raise BadInput(f"{name}: plan {plan.plan_id} was never saved for review in this warehouse (save it with "
+        raise BadInput(f"{name}: plan_id: plan {plan.plan_id} was never saved for review in this warehouse (save it with "
                        f"`gpuinsight recommend --save-plan FILE`, review the file, then apply it)")
     recorded, content, saved_at = rows[0]
     if recorded != digest:
