@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -180,8 +179,7 @@ def test_mutated_plan_files_are_refused_naming_the_field(tmp_path: Path) -> None
     assert MUTANTS >= 100 or os.environ.get("GPUINSIGHT_FUZZ_MUTANTS")
 
 
-@pytest.mark.parametrize("seed", [1])
-def test_a_formatting_only_change_is_the_reviewed_plan(tmp_path: Path, seed: int) -> None:
+def test_a_formatting_only_change_is_the_reviewed_plan(tmp_path: Path) -> None:
     """Re-indenting or re-ordering keys is not an edit: the reviewed plan still applies."""
     api = seeded()
     plan = Plan("plan-format", datetime.now(UTC), "cat", (None, None), all_recs()[:1])
