@@ -1,7 +1,8 @@
 """Validate emitted objects against the real schemas: CRDs against their ``openAPIV3Schema``
 (jsonschema), core objects (Pod, Deployment, StatefulSet, CronJob, Node, ConfigMap, and every
 pod template, including a Volcano Job's) against the Kubernetes OpenAPI schemas that the
-``kubernetes-validate`` package ships (offline, strict: unknown fields are errors), plus the
+``kubernetes-validate`` package ships (offline, strict: unknown fields are errors; the
+``validate`` extra, in the test extras too), plus the
 rules kube-apiserver enforces in code (:func:`check_core`: extended resources, label syntax).
 
 The CRD directory is an argument: the package ships no CRDs and reads none at import time.
@@ -102,7 +103,11 @@ class CoreSchemas:
         from referencing import Registry, Resource
 
         folder = f"v{version}.0-local" + ("-strict" if strict else "")
-        self.root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / folder
+        try:
+            self.root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / folder
+        except ModuleNotFoundError:
+            raise RuntimeFailure("validating core objects needs the kubernetes-validate package: "
+                                 "pip install 'gpuinsight[validate]'") from None
         if not self.root.is_dir():
             raise RuntimeFailure(f"kubernetes-validate has no schemas for Kubernetes {version}")
         self.version = version
