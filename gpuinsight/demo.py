@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -17,9 +21,35 @@ from gpuinsight.rules.base import Plan
 def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    # The demo always starts from an empty warehouse so its figures are the sample's alone.
-    for suffix in ("", ".wal"):
-        Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
+    final = Path(config.db_path)
+    # The demo starts from an empty warehouse so its figures are the sample's alone. It is built
+    # in a temporary file next to the target and swapped in only when everything succeeded: a
+    # broken --sample leaves an existing warehouse as it was.
+    with building(final) as tmp_db:
+        text, report = _build(config.with_(db_path=tmp_db), out, sample)
+    took = time.perf_counter() - started
+    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
+            f"(warehouse {final}) in {took:.1f} s")
+
+
+@contextlib.contextmanager
+def building(final: Path) -> Iterator[Path]:
+    """A fresh temporary warehouse path beside ``final``, renamed onto it if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".building", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    tmp.unlink()  # DuckDB creates the file itself
+    try:
+        yield tmp
+        Path(f"{final}.wal").unlink(missing_ok=True)  # an old WAL must not replay onto the new file
+        os.replace(tmp, final)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}.wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _build(config: Config, out: Path, sample: Path | None) -> tuple[str, Path]:
     progress = Progress(config.progress)
     with GpuInsight(config) as gi:
         progress.stage("loading the sample fleet")
@@ -31,9 +61,7 @@ def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
         report = gi.report(out / "report.html", plan=plan)
         progress.close()
         text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
-    took = time.perf_counter() - started
-    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
-            f"(warehouse {config.db_path}) in {took:.1f} s")
+    return text, report
 
 
 def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:

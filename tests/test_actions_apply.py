@@ -100,7 +100,20 @@ def test_apply_dry_runs_everything_first_then_applies_in_order_and_rolls_back(ap
     audit = rows(wh, plan.plan_id)
     assert [r["status"] for r in audit] == ["applied"] * len(result.steps) == ["applied"] * len(audit)
     queue_row = next(r for r in audit if r["target"] == "Queue/research")
-    assert queue_row["previous"]["spec"]["weight"] == 4 and queue_row["operation"] == "apply"
+    assert queue_row["operation"] == "apply"
+    assert queue_row["previous"]["fields"] == {"/spec/weight": 4, "/spec/capability/nvidia.com~1gpu": 32,
+                                               "/spec/deserved/nvidia.com~1gpu": 24}  # only what the change touches
+    assert queue_row["applied"]["after"]["/spec/weight"] == 1
+    mig_row = next(r for r in audit if r["target"] == "Deployment/prod-inference/recsys-ranker")
+    assert set(mig_row["previous"]["fields"]) == {
+        f"/spec/template/spec/containers/1/resources/{s}/nvidia.com~1{r}" for s in ("limits", "requests")
+        for r in ("gpu",)}, "one container's GPU fields, not the containers (their env, other containers)"
+    assert mig_row["previous"]["absent"] == sorted(
+        ["/spec/template/spec/nodeSelector", "/spec/template/spec/containers/1/resources/limits/nvidia.com~1mig-1g.10gb",
+         "/spec/template/spec/containers/1/resources/requests/nvidia.com~1mig-1g.10gb"])
+    # a submitted Volcano Job is not patched: its spot change is a patch for its manifest
+    assert api.get_obj("vcjobs", "training", "llm-train") == {**before[("jobs", "training", "llm-train")],
+                                                              "metadata": api.get_obj("vcjobs", "training", "llm-train")["metadata"]}
     assert next(r for r in audit if r["target"] == "NodePool/gpu-h100-spot")["previous"] is None
     stored = wh.sql("SELECT count(*) AS n FROM recommendations WHERE plan_id = ?", [plan.plan_id]).item()
     assert stored == len(plan.recommendations)

@@ -29,12 +29,13 @@ from click.testing import CliRunner
 
 from gpuinsight.actions import model
 from gpuinsight.actions.audit import rows
-from gpuinsight.actions.patching import get
+from gpuinsight.actions.patching import get, has, json_patch
 from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.validate import validate_object
 from gpuinsight.cli import main
 from gpuinsight.paths import sample_data_dir
 from gpuinsight.warehouse import Warehouse
-from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI
+from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI, schemas_for, tolerates, unschedulable
 from tests.test_actions_builders import CRDS
 
 # The Volcano chart's default scheduler conf (volcano-scheduler.conf of the Helm chart).
@@ -159,17 +160,10 @@ def action_keys(action: dict[str, Any]) -> list[Key]:
     """The objects one action writes (an eviction writes its pod)."""
     if action["type"] == "drain":
         return [("pods", p["namespace"], p["name"]) for p in action["pods"]]
+    if action["type"] in model.INERT_TYPES:
+        return []  # a manifest patch changes nothing in the cluster
     ref = model.action_ref(action)
     return [ref_key(ref)] if ref is not None else []
-
-
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """Kubernetes' toleration/taint match."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("operator", "Equal") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", "")
 
 
 # -- the CLI -------------------------------------------------------------------------------------
@@ -293,7 +287,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     # identical actions from several recommendations (the shared sharing config and node label)
     # are applied once; one real request per change (per pod for a drain)
     unique = {json.dumps({k: v for k, v in a.items() if k not in ("recommendation", "description", "observed")},
-                         sort_keys=True) for a in actions if a["type"] not in ("note", "refused")}
+                         sort_keys=True) for a in actions if a["type"] not in model.INERT_TYPES}
     assert n_applied == len(unique) == len(audit)
     assert len(real) == sum(len(a["pods"]) if a["type"] == "drain" else 1 for a in map(json.loads, unique))
 
@@ -316,11 +310,13 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
             assert row["previous"] is None, row["target"]
             expected[key] = model.expected_after(action, None)
             continue
-        prev = copy.deepcopy(row["previous"])
-        for field in BOOKKEEPING:
-            prev["metadata"].pop(field, None)
-        assert prev == {k: v for k, v in expected[key].items() if k != "status"}, row["target"]
+        # only the fields the change touches are kept, exactly as they were
+        assert row["previous"]["fields"] == {p: get(expected[key], p) for p in model.touched_paths(action)
+                                             if has(expected[key], p)}, row["target"]
+        for ptr in row["previous"]["absent"]:
+            assert not has(expected[key], ptr), (row["target"], ptr)
         expected[key] = model.expected_after(action, expected[key])
+        assert row["applied"]["after"] == {p: get(expected[key], p) for p in model.touched_paths(action)}
     assert after_apply == expected
 
     # the planned values, from the recommendations
@@ -356,14 +352,23 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     assert {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]} in \
         pool["spec"]["template"]["spec"]["requirements"]
     job_key = ("jobs", spot["namespace"], spot["workload"])
+    assert after_apply[job_key] == before[job_key], "a submitted Volcano Job is never patched (its webhook refuses)"
+    (manifest,) = [a for a in spot["actions"] if a["type"] == "manifest-patch"]
+    resubmitted = json_patch(before[job_key], manifest["patch"])  # the job's next submission
+    assert validate_object(resubmitted, schemas_for(CRDS)) == []
     taints = pool["spec"]["template"]["spec"]["taints"]
-    for i, task in enumerate(after_apply[job_key]["spec"]["tasks"]):
+    assert any(t["key"] == "nvidia.com/gpu" for t in taints), "the spot pool keeps the GPU taint"
+    for i, task in enumerate(resubmitted["spec"]["tasks"]):
         spec = task["template"]["spec"]
         assert spec["nodeSelector"]["karpenter.sh/capacity-type"] == "spot"
-        untolerated = [t for t in taints if not any(tolerates(tol, t) for tol in spec.get("tolerations") or [])]
-        assert not untolerated, f"{job_key} task {task['name']} cannot run on the new spot nodes: {untolerated}"
         kept = before[job_key]["spec"]["tasks"][i]["template"]["spec"].get("tolerations") or []
-        assert all(t in spec["tolerations"] for t in kept), "the job's own tolerations are kept"
+        assert kept and spec["tolerations"][: len(kept)] == kept, "the task's own tolerations are kept"
+        # the scheduler model: the resubmitted pods fit exactly the new spot pool's nodes
+        assert unschedulable(api, spec) is None, f"{job_key} task {task['name']} would stay Pending"
+        untolerated = [t for t in taints if not any(tolerates(tol, t) for tol in spec["tolerations"])]
+        assert not untolerated, f"{job_key} task {task['name']} cannot run on the new spot nodes: {untolerated}"
+        alone = {**spec, "tolerations": kept}
+        assert unschedulable(api, alone) is not None, "without the spot toleration it would not fit"
 
     (binpack,) = by_rule["binpack"]
     assert binpack["node"] == "h100-od-4"

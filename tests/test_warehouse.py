@@ -17,7 +17,7 @@ def test_migrates_from_empty_and_rerun_is_a_no_op(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     applied = migrate(con)
     latest = max(v for v, _, _ in migration_files())
-    assert applied == list(range(1, latest + 1))
+    assert applied == [v for v, _, _ in migration_files()]  # numbers are allotted per branch: gaps are fine
     assert schema_version(con) == latest
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     for t in ("clusters", "nodes", "gpus", "gpu_samples", "gpu_hourly", "pods", "podgroups", "queues", "prices",

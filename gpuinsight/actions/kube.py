@@ -104,6 +104,8 @@ class Kube:
         msg = status.get("message") or (exc.body.decode(errors="replace") if isinstance(exc.body, bytes)
                                          else str(exc.body or exc.reason)).strip()
         reason, code = status.get("reason"), exc.status
+        if code == 403 and "admission webhook" in msg:
+            return KubeError(f"{what}: refused: {msg}", code, reason)
         if code == 403:
             return Forbidden(f"{what}: forbidden: {msg} (grant the rules in deploy/rbac/apply-clusterrole.yaml)",
                              code, reason)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpuinsight.actions.patching import get
+from gpuinsight.actions.redact import redact_fields
 from gpuinsight.actions.refs import KINDS, Ref
 from gpuinsight.errors import BadInput, RuntimeFailure
 
@@ -73,7 +74,8 @@ class ClusterState:
         return prefixes is None or any(ptr == p or ptr.startswith(p + "/") for p in prefixes)
 
     def observe(self, ref: Ref, ptrs: Iterable[str]) -> dict[str, Any]:
-        """What a plan records about ``ref`` so that apply can detect drift."""
+        """What a plan records about ``ref`` so that apply can detect drift (secrets redacted:
+        a plan is a file people read and the warehouse keeps)."""
         obj = self.get(ref)
         if obj is None:
             return {"exists": False if ref.key in self.missing else None, "fields": {}}
@@ -83,7 +85,7 @@ class ClusterState:
             "source": self.sources.get(ref.key),
             "resourceVersion": meta.get("resourceVersion"),
             "generation": meta.get("generation"),
-            "fields": {p: copy.deepcopy(get(obj, p)) for p in ptrs if self.is_known(ref, p)},
+            "fields": redact_fields({p: copy.deepcopy(get(obj, p)) for p in ptrs if self.is_known(ref, p)}),
         }
 
     # -- pods, gangs, PDBs -----------------------------------------------------------------
