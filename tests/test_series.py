@@ -13,6 +13,7 @@ from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.series import (
     SeriesBatch,
+    TransformStats,
     dcgm_samples,
     gpu_inventory,
     ksm_nodes,
@@ -45,6 +46,7 @@ def test_attribution_coalesces_exported_old_and_plain_labels() -> None:
         # old namespace labels, lower-case metric name, relabelled node beats Hostname
         {"metric": "dcgm_fi_dev_gpu_util", "ts": 0, "value": 10, "gpu": "0", "uuid": "GPU-3", "node": "n3",
          "Hostname": "dcgm-exporter-pod", "pod_name": "nb-0", "pod_namespace": "dev", "container_name": "j"},
+        {"metric": "kube_node_info", "ts": 0, "value": 1, "node": "n1"},  # Hostname counts: it names a known node
     ])
     out = dcgm_samples(s, "c1", 300).sort("gpu_uuid")
     assert out.select("gpu_uuid", "node", "namespace", "pod", "container").rows() == [
@@ -63,9 +65,10 @@ def test_mig_instances_max_columns_and_nan() -> None:
         {"metric": "DCGM_FI_DEV_FB_USED", "ts": 0, "value": 100, **mig, "GPU_I_ID": "8"},
         {"metric": "DCGM_FI_DEV_FB_USED", "ts": 5, "value": float("inf"), **mig, "GPU_I_ID": "8"},
     ])
-    stats: dict[str, int] = {}
+    stats = TransformStats()
     out = dcgm_samples(s, "c", 300, stats=stats).sort("mig_instance")
-    assert stats == {"nonfinite_dropped": 2}
+    assert stats.dropped.counts == {("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "nonfinite"): 1,
+                                    ("DCGM_FI_DEV_FB_USED", "nonfinite"): 1}
     assert out.select("mig_instance", "mig_profile", "gr_active", "gr_active_max", "fb_used_mib", "fb_used_max_mib",
                       "gpu_util").rows() == [(7, "1g.10gb", 0.2, 0.9, 900.0, 900.0, None),
                                              (8, "1g.10gb", None, None, 100.0, 100.0, None)]
@@ -73,10 +76,14 @@ def test_mig_instances_max_columns_and_nan() -> None:
     assert inv.select("gpu_uuid", "gpu_model", "mig_mode", "memory_mib").rows() == [("GPU-1", "A100-80GB", True, 81920.0)]
 
 
-def test_series_without_gpu_identity_is_bad_input_naming_it() -> None:
-    s = frame([{"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 1, "gpu": "0", "Hostname": "n7"}])
-    with pytest.raises(BadInput, match=r'DCGM_FI_DEV_GPU_UTIL\{gpu="0",Hostname="n7"\}.*UUID'):
-        dcgm_samples(s, "c", 60)
+def test_series_without_gpu_identity_is_skipped_and_counted() -> None:
+    s = frame([{"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 1, "gpu": "0", "Hostname": "n7"},
+               {"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 1, "value": 1, "gpu": "0", "Hostname": "n7"},
+               {"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 7, **GPU, "Hostname": "n7"}])
+    stats = TransformStats()
+    out = dcgm_samples(s, "c", 60, stats=stats)
+    assert out["gpu_uuid"].to_list() == ["GPU-1"] and stats.unidentified == 1
+    assert 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n7"}' in stats.notes()[0]
     assert dcgm_samples(frame([{"metric": "up", "ts": 0, "value": 1}]), "c", 60).height == 0
 
 

@@ -160,6 +160,15 @@ def load_catalog(wh: Warehouse, cfg: Config, path: Path | None = None) -> LoadRe
     return report
 
 
+def catalog_gpu_facts(con: Any) -> dict[str, tuple[str, int]]:
+    """instance type -> (GPU model, GPU count) from every catalog loaded in the warehouse (the
+    most recently loaded wins), for nodes whose labels do not name their GPUs."""
+    rows = con.execute(
+        "SELECT instance_type, gpu_model, gpu_count FROM prices WHERE instance_type <> '' AND gpu_count > 0 "
+        "ORDER BY loaded_at NULLS FIRST").fetchall()
+    return {r[0]: (r[1], int(r[2])) for r in rows}
+
+
 @functools.cache
 def instance_gpu_facts() -> dict[str, tuple[str, int]]:
     """instance type -> (canonical GPU model, GPU count) from the shipped catalog."""

@@ -22,6 +22,7 @@ from gpuinsight.sources.k8s.common import MapContext, MapError, to_json, utcnow
 from gpuinsight.sources.k8s.dumpfile import item_label
 from gpuinsight.sources.k8s.kinds import BY_STEM, KINDS, Kind
 from gpuinsight.sources.k8s.nodes import eks_nodegroup_rows
+from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.warehouse.db import Warehouse, to_polars
 
 _DUCK_TO_POLARS: dict[str, pl.DataType] = {
@@ -134,6 +135,9 @@ def write_objects(
     any object is malformed.
     """
     rows: dict[str, list[dict[str, Any]]] = {}
+    if ctx.instance_facts is None:
+        with wh._lock:
+            ctx.instance_facts = catalog_gpu_facts(wh.con)
     for kind in KINDS:
         if kind.stem in objects:
             origin, items = objects[kind.stem]
