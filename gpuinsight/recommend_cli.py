@@ -75,6 +75,13 @@ def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: t
         plan = load_plan(plan_file)  # invalid fields: BadInput naming the field
     else:
         plan = gi.recommend(load_settings(config_file, sets))
+        from gpuinsight.sources.gpu_nodes import unmatched_note
+
+        summary = gi.query("fleet_summary")
+        note = unmatched_note(summary.row(0, named=True)) if summary.height else None
+        if note:  # node-level rules cannot see those GPUs: say so (stderr keeps json/yaml/csv clean)
+            plan.notes.append(note)
+            click.echo(f"note: {note}", err=True)
     if save_plan is not None:
         from gpuinsight.actions import plan_to_json
 

@@ -24,6 +24,7 @@ from gpuinsight.reports import charts, theme
 from gpuinsight.reports.assets import vega_bundle, vegalite_version, versions
 from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.upload import upload_files
+from gpuinsight.sources.gpu_nodes import unmatched_note
 
 MAX_TABLE_ROWS = 500
 
@@ -208,6 +209,9 @@ def _headline(r: Report) -> str:
         ("cost in the window", f"{_usd(s.get('total_usd'))} ({e(r.price_note)})"),
     ]
     out.append('<p class="facts">' + " · ".join(f"<b>{e(k)}</b> {v}" for k, v in facts) + "</p>")
+    unmatched = unmatched_note(s) if s else None
+    if unmatched:
+        out.append(f'<p class="warn">{e(unmatched)}</p>')
     unpriced = s.get("unpriced_node_hours")
     if unpriced:
         out.append(f'<p class="warn">{_num(unpriced)} node-hours ran on instance types the price catalog does not '

@@ -140,3 +140,20 @@ def _resolve_one(r: dict[str, str | None], d: NodeDirectory, node_labels: tuple[
             return d.name_node[pod]
     ip = _ip_of(r.get("instance"))
     return d.ip_node.get(ip) if ip else None
+
+
+def unmatched_note(summary: dict[str, object]) -> str | None:
+    """One line for reports, the demo summary and ``recommend``: GPUs measured but on no node of
+    the inventory (from a ``fleet_summary`` row), or None when there are none."""
+    n = int(summary.get("unmatched_gpus") or 0)  # type: ignore[call-overload]
+    if not n:
+        return None
+    hours = float(summary.get("unmatched_gpu_hours") or 0.0)  # type: ignore[arg-type]
+    usd = summary.get("unmatched_usd")
+    unpriced = int(summary.get("unmatched_unpriced_gpus") or 0)  # type: ignore[call-overload]
+    price = f", about ${float(usd):,.0f} at list price" if usd is not None else ""  # type: ignore[arg-type]
+    if unpriced:
+        price += f" ({unpriced} of them unpriced: the catalog does not know their model)"
+    return (f"{n} GPU(s) measured by DCGM are on no node of the inventory ({hours:,.0f} GPU-hours{price}); they are "
+            "counted in the fleet's GPUs but in no node cost, allocation or finding: see "
+            "`gpuinsight query unmatched_gpus`")
