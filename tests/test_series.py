@@ -7,10 +7,8 @@ from pathlib import Path
 
 import orjson
 import polars as pl
-import pytest
 
 from gpuinsight.config import Config
-from gpuinsight.errors import BadInput
 from gpuinsight.sources.series import (
     SeriesBatch,
     TransformStats,
@@ -83,7 +81,7 @@ def test_series_without_gpu_identity_is_skipped_and_counted() -> None:
     stats = TransformStats()
     out = dcgm_samples(s, "c", 60, stats=stats)
     assert out["gpu_uuid"].to_list() == ["GPU-1"] and stats.unidentified == 1
-    assert 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n7"}' in stats.notes()[0]
+    assert "DCGM_FI_DEV_GPU_UTIL{Hostname=\"n7\",gpu=\"0\"}" in stats.notes()[0]
     assert dcgm_samples(frame([{"metric": "up", "ts": 0, "value": 1}]), "c", 60).height == 0
 
 

@@ -108,7 +108,9 @@ def resolve_nodes(series: pl.DataFrame, directory: NodeDirectory,
     """``node`` (resolved or null) and ``node_hint`` (what the exporter said) for each row of
     ``series`` (DCGM rows), in order."""
     cols = [*node_labels, *POD_LABELS, *NAMESPACE_LABELS, "instance"]
-    ident = series.select([lab(series, c).alias(c) for c in dict.fromkeys(cols)])
+    names = list(dict.fromkeys(cols))
+    ident = series.with_columns([lab(series, c).alias(f"_{c}") for c in names]).select(
+        [pl.col(f"_{c}").alias(c) for c in names])
     keys = ident.unique()
     nodes, hints = [], []
     for r in keys.iter_rows(named=True):

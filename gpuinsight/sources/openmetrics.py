@@ -218,6 +218,6 @@ def load_openmetrics(
     window = (series["ts"].min(), series["ts"].max()) if series.height else None
     batch = SeriesBatch(series, step, start=window[0] if window else None, end=window[1] if window else None)
     report = load_series(wh, cfg, [batch], source="openmetrics", scope=str(path.resolve()), window=window,
-                         details={"step_s": step, "file": path.name})
+                         details={"step_s": step, "file": path.name}, origin=path.name)
     report.notes.insert(0, f"{path.name}: {series.height:,} samples, step {step}s")
     return report

@@ -101,6 +101,7 @@ class TransformStats:
     unmatched: dict[str, str | None] = field(default_factory=dict)  # GPU UUID -> what the exporter said
     matched: set[str] = field(default_factory=set)
     ksm_notes: dict[str, str] = field(default_factory=dict)  # what kube-state-metrics could not say, by topic
+    origin: str | None = None   # the file the series came from, for locations in notes
 
     def add(self, other: TransformStats) -> None:
         self.dropped.add(other.dropped)
@@ -117,8 +118,11 @@ class TransformStats:
     def notes(self) -> list[str]:
         out = self.dropped.notes() + list(self.ksm_notes.values())
         if self.unidentified:
+            where = f"{self.origin}:" if self.origin else ""
+            example = (self.unidentified_example or "").replace("line ", where, 1) if where else \
+                self.unidentified_example
             out.append(f"skipped {self.unidentified:,} DCGM series without a usable GPU identity (`gpu` and "
-                       f"`UUID`/`uuid` labels), e.g. {self.unidentified_example}")
+                       f"`UUID`/`uuid` labels), e.g. {example}")
         unread = sorted(self.dcgm_like - self.mapped)
         if self.dcgm_like_series:  # files; a server is asked for its names instead (prom/generations.py)
             series = f" ({self.dcgm_like_series:,} series, {self.mapped_series:,} mapped)"
@@ -135,7 +139,8 @@ class TransformStats:
 
 def _location(row: dict[str, object]) -> str:
     where = f"line {row[LINE]}: " if row.get(LINE) is not None else ""
-    return where + describe_series({k: v for k, v in row.items() if k not in (LINE, "_col", "_field")})
+    labels = {k: row[k] for k in sorted(row) if k not in (LINE, "_col", "_field", "metric")}
+    return where + describe_series({"metric": row.get("metric"), **labels})
 
 
 def dcgm_samples(
@@ -346,6 +351,7 @@ def load_series(
     step_s: int | None = None,
     details: dict[str, object] | None = None,
     on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
+    origin: str | None = None,
 ) -> LoadReport:
     """Transform and load batches; each batch is one transaction (data, rollup and cursor).
 
@@ -356,7 +362,7 @@ def load_series(
     run_id = uuid.uuid4().hex[:12]
     info = {"window": [t.isoformat() if t else None for t in window] if window else None, **(details or {})}
     set_state(wh, source, scope, status="running", details=info, run_id=run_id)
-    stats = TransformStats()
+    stats = TransformStats(origin=origin)
     total = 0
     try:
         for item in series_batches:

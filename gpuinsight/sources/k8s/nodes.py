@@ -115,7 +115,7 @@ def gpu_model_of(labels: dict[str, str]) -> tuple[str | None, str | None]:
         return canonical_gpu_model(name, _num(labels.get("karpenter.k8s.aws/instance-gpu-memory"))), None
     accelerator = labels.get("cloud.google.com/gke-accelerator")  # e.g. nvidia-tesla-t4, nvidia-l4
     if accelerator:
-        return canonical_gpu_model(accelerator.removeprefix("nvidia-").removeprefix("tesla-")), None
+        return canonical_gpu_model(accelerator.lower().removeprefix("nvidia-").removeprefix("tesla-").upper()), None
     return None, None
 
 
@@ -143,7 +143,8 @@ def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_ty
         return max(1, int(round(advertised / max(replicas, 1.0))))
     if any(k.startswith("nvidia.com/mig-") and v > 0 for k, v in capacity.items()):
         return None  # MIG mixed strategy without a count label: unknown
-    return 0 if labels.get("nvidia.com/gpu.present") != "true" else None
+    named = labels.get("nvidia.com/gpu.present") == "true" or gpu_model_of(labels)[0] is not None
+    return None if named else 0  # labels say GPUs are there, but not how many: unknown
 
 
 def _instance_facts(instance_type: str | None, facts: dict[str, tuple[str, int]] | None) -> tuple[str, int] | None:

@@ -20,7 +20,7 @@ from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.promql import Matcher
 
 DEFAULT_INTERVAL_S = 30  # dcgm-exporter's default collect interval (-c 30000)
-_PROBE_WINDOW_S = 3600
+_PROBE_WINDOW_S = 900
 
 
 @dataclass
@@ -57,7 +57,7 @@ def probe_generations(client: Any, names: list[str], start: int, end: int, step:
     old_ksm = client.series(promql.selector("kube_pod_container_resource_requests",
                                             [("resource", "=~", promql.GPU_RESOURCES), ("uid", "=", ""), *matchers]),
                             start, end)
-    return Generations(resolution_s=_interval(client, names, end, step, matchers),
+    return Generations(resolution_s=_interval(client, names, start, end, step, matchers),
                        pod_key=promql.POD_BY_NAME if old_ksm else promql.POD_BY_UID,
                        dcgm_like=like, mapped=[n for n in like if n in BY_SPELLING])
 
@@ -70,18 +70,22 @@ def _dcgm_like(client: Any, start: int, end: int, matchers: list[Matcher]) -> li
     return sorted(n for n in (data or []) if isinstance(n, str) and n.lower().startswith("dcgm_"))
 
 
-def _interval(client: Any, names: list[str], end: int, step: int, matchers: list[Matcher]) -> int:
-    """Seconds between two readings of a DCGM series: the most samples any series has in the
-    last hour of the window."""
+def _interval(client: Any, names: list[str], start: int, end: int, step: int, matchers: list[Matcher]) -> int:
+    """Seconds between two readings of a DCGM series: the raw samples of one field over the last
+    15 minutes of the window (else its first 15), the smallest per-series median gap. A count
+    over a fixed span would be fooled by a series that lived only part of it."""
     probe = [n for n in names if BY_SPELLING[n].name == "DCGM_FI_DEV_FB_USED"] or names[:1]
     if not probe:
         return min(DEFAULT_INTERVAL_S, step)
-    expr = f"max(count_over_time({promql.selector(probe[0], matchers)}[{_PROBE_WINDOW_S}s]))"
-    data = client.get("/api/v1/query", {"query": expr, "time": end}, expr)
-    result = (data or {}).get("result") if isinstance(data, dict) else None
-    try:
-        count = float(result[0]["value"][1]) if result else 0.0
-    except (KeyError, IndexError, TypeError, ValueError):
-        count = 0.0
-    interval = round(_PROBE_WINDOW_S / count) if count >= 2 else DEFAULT_INTERVAL_S
-    return max(1, min(int(interval), step))
+    sel = f"{promql.selector(probe[0], matchers)}[{_PROBE_WINDOW_S}s]"
+    for at in dict.fromkeys((end, min(end, start + _PROBE_WINDOW_S))):
+        data = client.get("/api/v1/query", {"query": sel, "time": at}, sel)
+        gaps = []
+        for series in (data or {}).get("result") or [] if isinstance(data, dict) else []:
+            times = sorted(float(v[0]) for v in series.get("values") or [] if isinstance(v, list) and v)
+            diffs = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
+            if diffs:
+                gaps.append(diffs[len(diffs) // 2])
+        if gaps:
+            return max(1, min(int(round(min(gaps))), step))
+    return min(DEFAULT_INTERVAL_S, step)

@@ -229,8 +229,11 @@ def _uid_by_name(s: pl.DataFrame, notes: dict[str, str]) -> pl.DataFrame:
     info = s.filter((pl.col("metric") == "kube_pod_info") & pl.col("_uid").is_not_null()) \
         .select("_ns", "_name", pl.col("ts").alias("_t"), pl.col("_uid").alias("_u")).unique().sort("_t")
     keyed = missing.drop("_uid").with_row_index("_i").sort("ts")
-    back = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="backward").sort("_i")
-    fwd = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="forward").sort("_i")
+    # both sides are sorted by time, hence within each (namespace, pod) group too
+    back = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="backward",
+                           check_sortedness=False).sort("_i")
+    fwd = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="forward",
+                          check_sortedness=False).sort("_i")
     filled = back.with_columns(pl.coalesce(pl.col("_u"), fwd["_u"]).alias("_uid")).drop("_i", "_t", "_u")
     unjoined = filled.filter(pl.col("_uid").is_null()).select("_ns", "_name").unique().height
     notes["pod_uid"] = ("pod series without `uid` (kube-state-metrics before v2.1) were joined to kube_pod_info "
@@ -311,13 +314,13 @@ def ksm_nodes(series: pl.DataFrame, cluster: str, *, notes: dict[str, str] | Non
         rows.append({"cluster": cluster, "node": node, "first_seen": r["first_seen"], "last_seen": r["last_seen"],
                      "provider_id": providers.get(node), "labels": _json(lbl), "capacity": _json(capa),
                      **facts_row, "zone": facts_row["zone"] or zone_of_provider(providers.get(node))})
-    if label_rows.height and not labels:
+    if label_rows.height and not any(k in known for lbl in labels.values() for k in lbl):
         notes["node_labels"] = (
-            "kube_node_labels carries no labels (kube-state-metrics >= 2.0 publishes node labels only with "
-            "--metric-labels-allowlist): instance type, capacity type, node pool and GPU product of "
-            f"{len(rows)} node(s) are unknown from metrics (zone is taken from the provider ID, the GPU model from "
-            "DCGM's modelName); load a kubectl dump (collect kubernetes) to fill them, or run kube-state-metrics "
-            f"with {ALLOWLIST_FLAG}")
+            "kube_node_labels carries none of the node labels gpuinsight reads (since v2.0 kube-state-metrics "
+            "publishes labels only with --metric-labels-allowlist): instance type, capacity type, node pool and GPU "
+            f"product of {len(rows)} node(s) are unknown from metrics (zone is taken from the provider ID, the GPU "
+            "model from DCGM's modelName); load a kubectl dump (collect kubernetes) to fill them, or run "
+            f"kube-state-metrics with {ALLOWLIST_FLAG}")
     out = pl.DataFrame(rows, infer_schema_length=None)
     return out.select([(pl.col(c) if c in out.columns else pl.lit(None)).cast(t).alias(c)
                        for c, t in NODE_COLUMNS.items()]).sort("node")

@@ -95,6 +95,8 @@ DCGM_LABELS = frozenset({
     "UUID", "uuid", "gpu", "node", "kubernetes_node", "nodename", "Hostname", "hostname", "instance", "pod",
     "namespace", "container", "exported_pod", "exported_namespace", "exported_container", "pod_name",
     "pod_namespace", "container_name", "GPU_I_ID", "GPU_I_PROFILE", "modelName",
+    # entities that share the field names but are not GPUs (counted, then skipped; kept apart)
+    "nvswitch", "nvlink", "cpu", "cpucore", "gpu_uuid",
 })
 
 
