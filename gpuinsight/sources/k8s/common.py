@@ -99,12 +99,13 @@ def require_str(obj: Any, *path: str) -> str:
     return value
 
 
-def get_int(obj: Any, *path: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int | None:
-    """An integer field within ``lo..hi`` (default: the int32 the Kubernetes schemas declare)."""
+def get_int(obj: Any, *path: str, lo: int = INT32_MIN, hi: int = INT32_MAX, where: str = "") -> int | None:
+    """An integer field within ``lo..hi`` (default: the int32 the Kubernetes schemas declare);
+    ``where`` prefixes the field path in messages when ``obj`` is a part of the object."""
     value = _walk(obj, path)
     if value is None:
         return None
-    where = ".".join(path)
+    where = ".".join((where, *path) if where else path)
     if isinstance(value, bool):
         raise MapError(where, "expected an integer, got a boolean")
     if isinstance(value, int):
