@@ -116,19 +116,23 @@ def _openb_pods(folder: Path) -> Path:
     return _write("pods.csv", OPENB_PODS_SEED)(folder)
 
 
+def _dump_file(name: str) -> Callable[[Path], Path]:
+    """The whole dump is written; the file returned is the one a test mutates."""
+    return lambda folder: dump_seed(folder) / name
+
+
+def _load_dump(wh: Warehouse, cfg: Config, path: Path) -> object:
+    return load_dump_dir(wh, cfg, path.parent)
+
+
 KINDS: dict[str, InputKind] = {
     "openmetrics": InputKind("openmetrics", _write("metrics.om", openmetrics_seed()),
                              lambda wh, cfg, p: load_openmetrics(wh, cfg, p)),
-    "dump-pods": InputKind("dump-pods", lambda f: dump_seed(f) / "pods.json",
-                           lambda wh, cfg, p: load_dump_dir(wh, cfg, p.parent)),
-    "dump-nodes": InputKind("dump-nodes", lambda f: dump_seed(f) / "nodes.json",
-                            lambda wh, cfg, p: load_dump_dir(wh, cfg, p.parent)),
-    "dump-podgroups": InputKind("dump-podgroups", lambda f: dump_seed(f) / "podgroups.json",
-                                lambda wh, cfg, p: load_dump_dir(wh, cfg, p.parent)),
-    "dump-queues": InputKind("dump-queues", lambda f: dump_seed(f) / "queues.yaml",
-                             lambda wh, cfg, p: load_dump_dir(wh, cfg, p.parent)),
-    "dump-vcjobs": InputKind("dump-vcjobs", lambda f: dump_seed(f) / "vcjobs.yaml",
-                             lambda wh, cfg, p: load_dump_dir(wh, cfg, p.parent)),
+    "dump-pods": InputKind("dump-pods", _dump_file("pods.json"), _load_dump),
+    "dump-nodes": InputKind("dump-nodes", _dump_file("nodes.json"), _load_dump),
+    "dump-podgroups": InputKind("dump-podgroups", _dump_file("podgroups.json"), _load_dump),
+    "dump-queues": InputKind("dump-queues", _dump_file("queues.yaml"), _load_dump),
+    "dump-vcjobs": InputKind("dump-vcjobs", _dump_file("vcjobs.yaml"), _load_dump),
     "prices": InputKind("prices", _write("catalog.csv", PRICES_SEED), lambda wh, cfg, p: load_catalog(wh, cfg, p)),
     "openb-nodes": InputKind("openb-nodes", _openb_nodes,
                              lambda wh, cfg, p: import_openb(wh, cfg, p.parent / "pods.csv", p)),

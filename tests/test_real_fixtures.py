@@ -305,8 +305,7 @@ def test_db_option_before_the_sub_command(tmp_path: Path) -> None:
 
 # -- the same files through a real Prometheus ------------------------------------------------------
 
-PROM_SETS = ("t4", "aks", "v1x", "v1x-pod", "mixed", "mig", "mps", "entities", "sentinels", "ksm198", "ksm200",
-             "ksm2100")
+PROM_SETS = ("t4", "aks", "v1x", "mixed", "mig", "entities", "sentinels", "ksm198", "ksm200")
 
 
 def _as_series(name: str) -> list[Series]:

@@ -54,6 +54,9 @@ def _parse_yaml(path: Path, data: bytes) -> list[Any]:
         where = f"line {mark.line + 1} col {mark.column + 1}: " if mark else ""
         what = exc.problem or exc.context or "invalid YAML"
         raise BadInput(f"{path}: {where}{what}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL, a control byte)
+        line = data.count(b"\n", 0, exc.position) + 1
+        raise BadInput(f"{path}: line {line}: invalid YAML: character 0x{exc.character:02x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
