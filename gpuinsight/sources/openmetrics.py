@@ -128,7 +128,7 @@ def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: da
     table = pl.DataFrame([{**v, "_key": k} for k, v in keys.items() if v is not None], infer_schema_length=None)
     samples = parts.select("key", ts_us.cast(TS).alias("ts"), pl.col("v").alias("value"),
                            pl.col("lineno").cast(pl.Int64).alias(LINE))
-    out = samples.join(table, left_on="key", right_on="_key", how="left").drop("key").sort(LINE)
+    out = samples.join(table, left_on="key", right_on="_key", how="left").drop("key")
     return out.select("metric", "ts", "value", *[c for c in out.columns if c not in ("metric", "ts", "value")])
 
 
@@ -184,7 +184,7 @@ def read_exposition(path: str | Path, *, default_ts: datetime | None = None) -> 
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
             raise BadInput(f"{path}: corrupt gzip data ({str(exc).splitlines()[0][:120]})") from None
-    if not raw.strip():
+    if not raw or raw.isspace():  # isspace stops at the first other byte; strip() would copy the file
         raise BadInput(f"{path}:1: no samples (the file is empty or only whitespace)")
     if default_ts is None:
         mtime = path.stat().st_mtime  # the file was written at scrape time

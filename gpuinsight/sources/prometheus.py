@@ -34,6 +34,7 @@ from gpuinsight.sources.prom.client import PromClient
 from gpuinsight.sources.prom.frames import concat_series, epoch_s, from_epoch_s, to_naive_utc
 from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
+from gpuinsight.sources.prom.refine import Refiner
 from gpuinsight.sources.prom.store import get_state, set_state
 from gpuinsight.sources.series import SeriesBatch, load_series
 from gpuinsight.warehouse.db import Warehouse
@@ -82,6 +83,7 @@ class PrometheusSource:
         self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2))
         self.scope = self.client.where
         self.generation_notes: list[str] = []
+        self.refiner: Refiner | None = None
 
     # -- the window ------------------------------------------------------------------------
     def resolve_window(
@@ -130,12 +132,11 @@ class PrometheusSource:
         steps = min(steps, self.pcfg.max_points_per_series)
         n_shards = min(MAX_SHARDS, math.ceil(n_series * steps / self.points_per_query)) if n_series else 1
         shards = promql.uuid_shards(n_shards, lowercase_uuid)
-        res = step if raw else generations.resolution_s
         dcgm = [pair for shard in shards for n in names
-                for pair in promql.dcgm_exprs(n, step, [*self.matchers, *shard], raw=raw, want_max=want_max[n],
-                                              lo=BY_SPELLING[n].lo, hi=BY_SPELLING[n].hi, resolution_s=res)]
+                for pair in promql.dcgm_exprs(n, step, [*self.matchers, *shard], raw=raw, want_max=want_max[n])]
         keep = promql.DCGM_LABELS | set(self.cfg.node_labels)
         pod_key = generations.pod_key
+        self.refiner = None if raw else Refiner(self.client, self.matchers, generations.resolution_s, step, keep)
         chunks = []
         # Evaluating 1 ms before each grid point makes the window [t - step, t) in effect, under
         # both the closed range selectors of Prometheus 2.x and the left-open ones of 3.x: a
@@ -147,9 +148,6 @@ class PrometheusSource:
                    for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
-            qs += [Query(*promql.dcgm_dropped_expr(n, b - a + step, self.matchers, lo=BY_SPELLING[n].lo,
-                                                   hi=BY_SPELLING[n].hi, resolution_s=res), b - EPS_S, b - EPS_S,
-                         step, shift) for n in names]
             chunks.append(qs)
         self.last_plan = {"dcgm_metrics": names, "gpu_series": n_series, "steps_per_chunk": steps,
                           "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks),
@@ -180,7 +178,10 @@ class PrometheusSource:
             return report
         chunks = self.plan(t0, t1, step, raw)
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
-        report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
+        batches = self._batches(chunks, step)
+        if self.refiner is not None:  # steps showing a reading that is not a measurement: read again, filtered
+            batches = self.refiner.refine_all(batches)
+        report = load_series(wh, self.cfg, batches, source=SOURCE, scope=self.scope,
                              window=window, details=details, on_commit=self.on_commit)
         report.notes.extend(self.generation_notes)
         if not self.last_plan["dcgm_metrics"]:

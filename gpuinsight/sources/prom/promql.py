@@ -104,6 +104,23 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
+def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool) -> list[tuple[str, str]]:
+    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample.
+
+    These are plain reductions (one scan of the samples). A step holding a reading that is not
+    a measurement shows it in them and is read again with :func:`dcgm_filtered_exprs`
+    (``prom/refine.py``)."""
+    rng = f"{selector(name, matchers)}[{dur(step)}]"
+    if raw:
+        # last_over_time, not the bare selector: a vanished series would otherwise linger for
+        # the 5-minute lookback and count as allocated after its pod is gone.
+        return [(f"last_over_time({rng})", name)]
+    out = [(f"avg_over_time({rng})", name)]
+    if want_max:
+        out.append((f"max_over_time({rng})", f"{name}:max"))
+    return out
+
+
 def reading(name: str, matchers: Sequence[Matcher], resolution_s: int) -> str:
     """The series' one reading per scrape interval: ``last_over_time`` over a window 1 ms short
     of the resolution, so no reading is counted twice and none lingers after its series ends."""
@@ -115,18 +132,11 @@ def kept(name: str, matchers: Sequence[Matcher], resolution_s: int, lo: float, h
     return f"({reading(name, matchers, resolution_s)} <= {_num(hi)} >= {_num(lo)})"
 
 
-def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool,
-               lo: float, hi: float, resolution_s: int) -> list[tuple[str, str]]:
-    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample.
-
-    Readings outside ``lo..hi`` are dropped on the server before they are averaged: the filter
-    sits inside the ``*_over_time``, over a subquery that takes one reading per scrape
-    interval (``resolution_s``), so one sentinel drops one reading, not the whole step."""
-    if raw:
-        # last_over_time, not the bare selector: a vanished series would otherwise linger for
-        # the 5-minute lookback and count as allocated after its pod is gone.
-        rng = f"{selector(name, matchers)}[{dur(step)}]"
-        return [(f"last_over_time({rng}) <= {_num(hi)} >= {_num(lo)}", name)]
+def dcgm_filtered_exprs(name: str, step: int, matchers: Sequence[Matcher], *, want_max: bool, lo: float, hi: float,
+                        resolution_s: int) -> list[tuple[str, str]]:
+    """The per-step avg (+ max) of one field over its readings within ``lo..hi``: the filter sits
+    inside the ``*_over_time``, over a subquery that takes one reading per scrape interval, so a
+    sentinel drops one reading, not the step."""
     sub = f"{kept(name, matchers, resolution_s, lo, hi)}[{dur(step)}:{dur(resolution_s)}]"
     out = [(f"avg_over_time({sub})", name)]
     if want_max:
@@ -134,13 +144,12 @@ def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, 
     return out
 
 
-def dcgm_dropped_expr(name: str, window_s: int, matchers: Sequence[Matcher], *, lo: float, hi: float,
+def dcgm_dropped_expr(name: str, step: int, matchers: Sequence[Matcher], *, lo: float, hi: float,
                       resolution_s: int) -> tuple[str, str]:
-    """How many readings of one field the filter of :func:`dcgm_exprs` dropped in a chunk
-    (evaluated once at its end): counted for the load notes."""
+    """Per series and step, how many readings the filter of :func:`dcgm_filtered_exprs` drops."""
     x = reading(name, matchers, resolution_s)
     bad = f"({x} unless {kept(name, matchers, resolution_s, lo, hi)})"
-    return f"sum(count_over_time({bad}[{dur(window_s)}:{dur(resolution_s)}]))", f"{name}:dropped"
+    return f"count_over_time({bad}[{dur(step)}:{dur(resolution_s)}])", f"{name}:dropped"
 
 
 # kube-state-metrics before v2.1 puts `uid` only on kube_pod_info: pods are then joined by name
