@@ -117,8 +117,14 @@ def _openb_pods(folder: Path) -> Path:
 
 
 def _dump_file(name: str) -> Callable[[Path], Path]:
-    """The whole dump is written; the file returned is the one a test mutates."""
-    return lambda folder: dump_seed(folder) / name
+    """A dump folder holding only ``name`` (what a test mutates; a smaller load)."""
+    def write(folder: Path) -> Path:
+        full = dump_seed(folder / "_all")
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(full / name, folder / name)
+        shutil.rmtree(full)
+        return folder / name
+    return write
 
 
 def _load_dump(wh: Warehouse, cfg: Config, path: Path) -> object:
@@ -142,15 +148,12 @@ KINDS: dict[str, InputKind] = {
 
 
 def fingerprint(wh: Warehouse) -> dict[str, tuple[int, int]]:
-    """Row count and an order-independent hash of every table: equal means unchanged."""
+    """Row count and an order-independent hash of every table (one statement): equal means unchanged."""
     tables = [r[0] for r in wh.con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE' "
         "ORDER BY 1").fetchall()]
-    out = {}
-    for t in tables:
-        n, h = wh.con.execute(f'SELECT count(*), coalesce(sum(hash(x)), 0) FROM "{t}" x').fetchone()  # type: ignore[misc]
-        out[t] = (int(n), int(h))
-    return out
+    sql = " UNION ALL ".join(f"SELECT '{t}', count(*), coalesce(sum(hash(x)), 0) FROM \"{t}\" x" for t in tables)
+    return {r[0]: (int(r[1]), int(r[2])) for r in wh.con.execute(sql).fetchall()}
 
 
 def outcome(kind: InputKind, wh: Warehouse, cfg: Config, path: Path) -> tuple[int, str]:

@@ -30,8 +30,8 @@ from gpuinsight.warehouse import Warehouse
 from tests.input_cases import KINDS, InputKind, fingerprint, outcome
 
 SEED = 20261130
-MUTANTS = {"openmetrics": 60, "dump-pods": 25, "dump-nodes": 20, "dump-podgroups": 20, "dump-queues": 20,
-           "dump-vcjobs": 20, "prices": 35, "openb-nodes": 20, "openb-pods": 30}   # 250 per run
+MUTANTS = {"openmetrics": 45, "dump-pods": 20, "dump-nodes": 15, "dump-podgroups": 15, "dump-queues": 15,
+           "dump-vcjobs": 15, "prices": 65, "openb-nodes": 25, "openb-pods": 35}   # 250 per run
 NASTY_NUMBERS = ["-4", "NaN", "Inf", "-Inf", "+Inf", "1e20", "1e400", "8Ei", "99999999999999999999999", "-0",
                  "1.5", "", "0x10", "nan", "1e-300", "-1", "4294967295", "9223372036854775794", "0"]
 NASTY_LINES = ["", "   ", "# EOF", "}{", "\x00", "\ufeff", "a,b,c", "---", "kind: List", 'foo{a="1"} 1 2 3',

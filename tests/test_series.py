@@ -199,3 +199,45 @@ def test_pods_sharing_a_gpu_each_keep_a_row_and_reloads_replace_the_gpu_step(tmp
         load_series(wh, cfg, [step(["a"])], source="test", scope="s", window=None)  # the same step, re-read
         assert wh.sql("SELECT pod FROM gpu_samples")["pod"].to_list() == ["a"]
         assert wh.sql("SELECT pod FROM gpu_hourly")["pod"].to_list() == ["a"]
+
+
+def test_node_resolution_order_and_evidence() -> None:
+    """Relabelled labels first, Hostname only when it names a known node, then the pods the
+    series names (namespaced workload pod, exporter pod by name, scrape address), else a hint."""
+    from gpuinsight.sources.gpu_nodes import NodeDirectory, resolve_nodes
+
+    info = [
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "ml", "pod": "train-0", "node": "n-train",
+         "pod_ip": "10.1.0.5"},
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x",
+         "node": "n-exp", "pod_ip": "10.2.0.7"},
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "gpu-operator", "pod": "dcgm-hostnet",
+         "node": "n-host", "pod_ip": "10.0.0.9", "host_ip": "10.0.0.9", "host_network": "true"},
+        {"metric": "kube_node_info", "ts": 0, "value": 1, "node": "n-known"},
+    ]
+    series = [
+        {"metric": "m", "ts": 0, "value": 1, "my_node": "n-relabel", "Hostname": "n-known"},   # configured label
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "n-known"},                           # a known node
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "whatever", "namespace": "ml", "pod": "train-0"},
+        {"metric": "m", "ts": 0, "value": 1, "hostname": "nvidia-dcgm-exporter-x"},            # the exporter pod
+        {"metric": "m", "ts": 0, "value": 1, "instance": "10.2.0.7:9400"},                     # its address
+        {"metric": "m", "ts": 0, "value": 1, "instance": "10.0.0.9:9400"},                     # hostNetwork
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "r6i3n0"},                            # nothing knows it
+        {"metric": "m", "ts": 0, "value": 1},
+    ]
+    d = NodeDirectory.from_series(frame(info))
+    out = resolve_nodes(frame(series), d, ("my_node", "node", "Hostname", "hostname"))
+    assert out.rows() == [("n-relabel", None), ("n-known", None), ("n-train", None), ("n-exp", None),
+                          ("n-exp", None), ("n-host", None), (None, "r6i3n0"), (None, None)]
+
+
+def test_provider_ids_and_ksm_label_names() -> None:
+    from gpuinsight.sources.k8s.nodes import zone_of_provider
+    from gpuinsight.sources.prom.ksm import sanitized_label
+
+    assert zone_of_provider("aws:///us-east-1a/i-0abc") == "us-east-1a"
+    assert zone_of_provider("gce://fathom-containers/us-east1-c/gke-node") == "us-east1-c"
+    assert zone_of_provider("azure:///subscriptions/x/vm") is None and zone_of_provider(None) is None
+    assert sanitized_label("eks.amazonaws.com/capacityType") == ("eks_amazonaws_com_capacity_type",
+                                                                  "eks_amazonaws_com_capacityType")
+    assert sanitized_label("karpenter.sh/nodepool") == ("karpenter_sh_nodepool",)
