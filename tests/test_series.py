@@ -241,3 +241,14 @@ def test_provider_ids_and_ksm_label_names() -> None:
     assert sanitized_label("eks.amazonaws.com/capacityType") == ("eks_amazonaws_com_capacity_type",
                                                                   "eks_amazonaws_com_capacityType")
     assert sanitized_label("karpenter.sh/nodepool") == ("karpenter_sh_nodepool",)
+
+
+def test_every_dcgm_sentinel_is_classified_blank_and_ranges_hold() -> None:
+    from gpuinsight.sources.dcgm import BLANK_FLOOR, FP64_BLANK, INT32_BLANK, INT64_BLANK, reading_class
+
+    sentinels = [float(b + k) for b in (INT32_BLANK, INT64_BLANK) for k in range(4)]
+    sentinels += [FP64_BLANK + k for k in range(4)] + [4294967295.0]
+    values = [*sentinels, float("nan"), float("inf"), -3.0, 101.0, 100.0, 0.0]
+    why = pl.DataFrame({"v": values}).select(reading_class(pl.col("v"), pl.lit(0.0), pl.lit(100.0)).alias("why"))["why"].to_list()
+    assert why == ["blank"] * len(sentinels) + ["nonfinite", "nonfinite", "range", "range", None, None]
+    assert min(sentinels) == BLANK_FLOOR

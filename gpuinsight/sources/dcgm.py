@@ -134,10 +134,6 @@ class Dropped:
 
     counts: dict[tuple[str, str], int]
 
-    def add(self, other: Dropped) -> None:
-        for k, n in other.counts.items():
-            self.counts[k] = self.counts.get(k, 0) + n
-
     def total(self) -> int:
         return sum(self.counts.values())
 

@@ -184,6 +184,9 @@ class PrometheusSource:
         report = load_series(wh, self.cfg, batches, source=SOURCE, scope=self.scope,
                              window=window, details=details, on_commit=self.on_commit)
         report.notes.extend(self.generation_notes)
+        if self.refiner is not None and self.refiner.refined_steps:
+            report.notes.append(f"{self.refiner.refined_steps:,} GPU-steps showed a reading that is not a measurement "
+                                "and were read again with the filter")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
         if not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):

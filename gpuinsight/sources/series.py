@@ -103,18 +103,6 @@ class TransformStats:
     ksm_notes: dict[str, str] = field(default_factory=dict)  # what kube-state-metrics could not say, by topic
     origin: str | None = None   # the file the series came from, for locations in notes
 
-    def add(self, other: TransformStats) -> None:
-        self.dropped.add(other.dropped)
-        self.unidentified += other.unidentified
-        self.unidentified_example = self.unidentified_example or other.unidentified_example
-        self.dcgm_like |= other.dcgm_like
-        self.mapped |= other.mapped
-        self.dcgm_like_series = max(self.dcgm_like_series, other.dcgm_like_series)
-        self.mapped_series = max(self.mapped_series, other.mapped_series)
-        self.matched |= other.matched
-        self.ksm_notes.update(other.ksm_notes)
-        self.unmatched = {k: v for k, v in {**self.unmatched, **other.unmatched}.items() if k not in self.matched}
-
     def notes(self) -> list[str]:
         out = self.dropped.notes() + list(self.ksm_notes.values())
         if self.unidentified:
