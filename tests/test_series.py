@@ -80,7 +80,7 @@ def test_series_without_gpu_identity_is_skipped_and_counted() -> None:
                {"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 7, **GPU, "Hostname": "n7"}])
     stats = TransformStats()
     out = dcgm_samples(s, "c", 60, stats=stats)
-    assert out["gpu_uuid"].to_list() == ["GPU-1"] and stats.unidentified == 1
+    assert out["gpu_uuid"].to_list() == ["GPU-1"] and len(stats.unidentified_series) == 1
     assert "DCGM_FI_DEV_GPU_UTIL{Hostname=\"n7\",gpu=\"0\"}" in stats.notes()[0]
     assert dcgm_samples(frame([{"metric": "up", "ts": 0, "value": 1}]), "c", 60).height == 0
 

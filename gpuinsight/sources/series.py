@@ -92,7 +92,7 @@ class TransformStats:
     """What the transform dropped or could not place, for the load notes (summed over batches)."""
 
     dropped: Dropped = field(default_factory=lambda: Dropped({}))
-    unidentified: int = 0                 # DCGM series skipped: no usable GPU identity
+    unidentified_series: set[tuple[object, ...]] = field(default_factory=set)  # skipped: no usable GPU identity
     unidentified_example: str | None = None
     dcgm_like: set[str] = field(default_factory=set)   # DCGM-family metric names seen
     mapped: set[str] = field(default_factory=set)      # ... of which gpuinsight reads these
@@ -105,11 +105,11 @@ class TransformStats:
 
     def notes(self) -> list[str]:
         out = self.dropped.notes() + list(self.ksm_notes.values())
-        if self.unidentified:
+        if self.unidentified_series:
             where = f"{self.origin}:" if self.origin else ""
             example = (self.unidentified_example or "").replace("line ", where, 1) if where else \
                 self.unidentified_example
-            out.append(f"skipped {self.unidentified:,} DCGM series without a usable GPU identity (`gpu` and "
+            out.append(f"skipped {len(self.unidentified_series):,} DCGM series without a usable GPU identity (`gpu` and "
                        f"`UUID`/`uuid` labels), e.g. {example}")
         unread = sorted(self.dcgm_like - self.mapped)
         if self.dcgm_like_series:  # files; a server is asked for its names instead (prom/generations.py)
@@ -222,7 +222,9 @@ def _drop_unidentified(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
         return s
     labels = [c for c in s.columns if c not in ("ts", "value", "_col", LINE)]
     first = bad.sort(LINE if LINE in bad.columns else "ts").unique(labels, keep="first", maintain_order=True)
-    stats.unidentified += first.height
+    # a series once, whatever the batches and their columns
+    stats.unidentified_series.update(tuple(sorted((k, v) for k, v in r.items() if v is not None))
+                                     for r in first.select(labels).iter_rows(named=True))
     if stats.unidentified_example is None:
         row = first.row(0, named=True)
         stats.unidentified_example = _location({k: v for k, v in row.items() if k != "ts" and k != "value"})
