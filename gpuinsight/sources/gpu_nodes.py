@@ -62,7 +62,11 @@ class NodeDirectory:
 
     @classmethod
     def from_series(cls, series: pl.DataFrame) -> NodeDirectory:
-        d = cls()
+        return cls().add_series(series)
+
+    def add_series(self, series: pl.DataFrame) -> NodeDirectory:
+        """Add the nodes and pod placements kube-state-metrics series say (newest wins)."""
+        d = self
         metric = pl.col("metric")
         nodes = series.filter(metric.str.starts_with("kube_node_"))
         if nodes.height:

@@ -353,13 +353,17 @@ def load_series(
     info = {"window": [t.isoformat() if t else None for t in window] if window else None, **(details or {})}
     set_state(wh, source, scope, status="running", details=info, run_id=run_id)
     stats = TransformStats(origin=origin)
+    # what the warehouse knows of nodes and pod placements, read once; each batch adds its own
+    directory = NodeDirectory()
+    with wh._lock:
+        directory.extend_from_warehouse(wh.con, cfg.cluster)
     total = 0
     try:
         for item in series_batches:
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
             rows = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
-                             rows_before=total)
+                             rows_before=total, directory=directory)
             for table, n in rows.items():
                 report.add(table, n)
             total += rows.get("gpu_samples", 0)
@@ -377,13 +381,12 @@ def load_series(
 
 def _load_one(
     wh: Warehouse, cfg: Config, batch: SeriesBatch, *, source: str, scope: str,
-    stats: TransformStats, info: dict[str, object], rows_before: int,
+    stats: TransformStats, info: dict[str, object], rows_before: int, directory: NodeDirectory,
 ) -> dict[str, int]:
     cluster = cfg.cluster
     check_ksm_values(batch.series, source, LINE if LINE in batch.series.columns else None)
-    directory = NodeDirectory.from_series(batch.series)
+    directory.add_series(batch.series)
     with wh._lock:
-        directory.extend_from_warehouse(wh.con, cluster)
         facts = catalog_gpu_facts(wh.con)
     server_dropped(batch.series, stats)
     samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats, nodes=directory,
