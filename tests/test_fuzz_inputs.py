@@ -15,8 +15,10 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,13 +130,16 @@ def _located(message: str, path: Path) -> tuple[bool, bool]:
 
 
 @pytest.fixture(scope="module")
-def fuzz_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fuzz_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     shm = Path("/dev/shm")  # the warehouse commits on every load: keep that off the disk when we can
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        import tempfile
-
-        return Path(tempfile.mkdtemp(prefix="gi-fuzz-", dir=shm))
-    return tmp_path_factory.mktemp("fuzz")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path_factory.mktemp("fuzz")
+        return
+    folder = Path(tempfile.mkdtemp(prefix="gi-fuzz-", dir=shm))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_fuzzed_file_inputs_exit_0_or_2_with_a_location_and_refusals_change_nothing(fuzz_dir: Path) -> None:
