@@ -22,13 +22,23 @@ from gpuinsight.errors import BadInput, GpuInsightError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def error_outcome(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message the CLI gives for an exception (also what the
+    fuzz tests check in-process): 2 for bad input, 1 for anything else."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)) and exc.filename is not None:
+        exc = BadInput(f"{exc.filename}: {exc.strerror}")
+    code = exc.exit_code if isinstance(exc, GpuInsightError) else 1
+    text = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever the message held
+    return code, text[:1000]
+
+
 def _fail(exc: BaseException, debug: bool) -> None:
     if debug:
         import traceback
 
         traceback.print_exception(exc)
-    code = exc.exit_code if isinstance(exc, GpuInsightError) else 1
-    click.echo(f"gpuinsight: error: {exc}", err=True)
+    code, text = error_outcome(exc)
+    click.echo(f"gpuinsight: error: {text}", err=True)
     sys.exit(code)
 
 
@@ -48,7 +58,7 @@ def handle_errors(fn: F) -> F:
         except GpuInsightError as exc:
             _fail(exc, debug)
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            _fail(BadInput(f"{exc.filename}: {exc.strerror}"), debug)
+            _fail(exc, debug)
         except BrokenPipeError:  # output piped into head & co.
             sys.exit(0)
         except KeyboardInterrupt:
@@ -78,7 +88,8 @@ def cluster_option(fn: F) -> F:
 def make_config(db: Path | None, **changes: Any) -> Config:
     ctx = click.get_current_context()
     root = ctx.find_root().params
-    return Config.from_env(db, progress=sys.stderr.isatty(), debug=bool(root.get("debug")), **changes)
+    return Config.from_env(db or root.get("db"), progress=sys.stderr.isatty(), debug=bool(root.get("debug")),
+                           **changes)
 
 
 def open_gi(db: Path | None, *, create: bool = False, need_data: bool = False,
@@ -150,8 +161,10 @@ def emit_frame(frame: Any, fmt: str) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Warehouse file for every sub-command (a sub-command's own --db wins).")
 @click.version_option(package_name="gpuinsight")
-def main(debug: bool) -> None:
+def main(debug: bool, db: Path | None) -> None:
     """GPU cost and utilization analytics for Kubernetes.
 
     Collect DCGM metrics and scheduling history into DuckDB, see where GPU money goes,
@@ -171,7 +184,7 @@ def demo(db: Path | None, out: Path, sample: Path | None) -> None:
     """Build a warehouse from the embedded sample fleet, write a report and recommendations."""
     from gpuinsight.demo import run_demo
 
-    db_path = db or (out / "demo.duckdb")
+    db_path = db or click.get_current_context().find_root().params.get("db") or (out / "demo.duckdb")
     summary = run_demo(make_config(db_path), out, sample)
     click.echo(summary)
 

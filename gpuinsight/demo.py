@@ -16,6 +16,7 @@ from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.progress import Progress
 from gpuinsight.rules.base import Plan
+from gpuinsight.sources.gpu_nodes import unmatched_note
 
 
 def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
@@ -79,6 +80,9 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
         f"waste ${s['monthly_waste_usd'] or 0:,.0f}/month (idle ${s['idle_usd'] or 0:,.0f}, underused "
         f"${s['underused_usd'] or 0:,.0f}, unallocated ${s['unallocated_usd'] or 0:,.0f} in the window)",
     ]
+    unmatched = unmatched_note(s)
+    if unmatched:
+        lines.append(f"note: {unmatched}")
     charge = gi.query("chargeback", by="namespace")
     idle = charge.filter(pl.col("group") != "(unallocated)").sort("idle_usd", descending=True).head(5)
     if idle.height:

@@ -74,7 +74,15 @@ def plan_from_cli(gi: GpuInsight, *, config_file: Path | None, sets: tuple[str, 
         from gpuinsight.actions import load_plan
 
         return load_plan(plan_file)  # every field checked: BadInput naming the field
-    return gi.recommend(load_settings(config_file, sets))
+    plan = gi.recommend(load_settings(config_file, sets))
+    from gpuinsight.sources.gpu_nodes import unmatched_note
+
+    summary = gi.query("fleet_summary")
+    note = unmatched_note(summary.row(0, named=True)) if summary.height else None
+    if note:  # node-level rules cannot see those GPUs: say so (stderr keeps json/yaml/csv clean)
+        plan.notes.append(note)
+        click.echo(f"note: {note}", err=True)
+    return plan
 
 
 def _print_plan(plan: Plan, fmt: str) -> None:

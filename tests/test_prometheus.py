@@ -64,7 +64,9 @@ def test_collect_small_fleet_matches_truth(prom_small: str, small_fleet: SmallFl
         report = PrometheusSource(cfg).collect(wh, T0, T_END, 300)
         # every pod's GPU time, including the gap, the vanished node, MIG and the reused name
         assert gpu_hours(wh) == small_fleet.gpu_hours(300)
-        assert "skipped 1 NaN/Inf samples" in report.notes  # the 5-minute window holding the NaNs
+        # the three NaN readings are dropped on the server, one by one, and counted
+        assert ("DCGM_FI_DEV_GPU_UTIL: dropped 3 reading(s) that are not measurements (3 NaN/Inf, DCGM blank "
+                "sentinel or outside 0..100 %, dropped on the server)") in report.notes
         s = {(r[0], r[1]): r for r in wh.sql(
             "SELECT gpu_uuid, mig_instance, node, mig_profile, gr_active, gr_active_max, gpu_util, fb_used_max_mib "
             "FROM gpu_samples WHERE ts = '2026-11-01 00:10:00'").rows()}
@@ -123,8 +125,10 @@ def test_matchers_are_quoted_never_pasted(prom_small: str, tmp_path: Path) -> No
     assert len(uuid_shards(4, True)) == 9 and uuid_shards(1, True) == [[]]
     cfg = cfg_for(tmp_path, prom_small)
     with Warehouse(cfg.db_path) as wh:
-        report = PrometheusSource(cfg, matchers={"cluster": '"} or vector(1) #'}).collect(wh, T0, T_END, 300)
-        assert wh.count("gpu_samples") == 0 and any("no dcgm-exporter series" in n for n in report.notes)
+        # the hostile value matches nothing (it was quoted): a collection that maps nothing is refused
+        with pytest.raises(BadInput, match="no dcgm-exporter or kube-state-metrics series gpuinsight reads"):
+            PrometheusSource(cfg, matchers={"cluster": '"} or vector(1) #'}).collect(wh, T0, T_END, 300)
+        assert wh.count("gpu_samples") == 0
 
 
 def test_5xx_is_retried_then_gives_a_clear_failure(proxy: FaultProxy, reference: dict[str, int],

@@ -17,6 +17,7 @@ from gpuinsight.reports.assets import vega_bundle, versions
 from gpuinsight.reports.chartkit import ChartLike
 from gpuinsight.reports.frames import SAVING_BASES, savings_by_basis
 from gpuinsight.reports.tables import WasteTable
+from gpuinsight.sources.gpu_nodes import unmatched_note
 
 MAX_TABLE_ROWS = 500
 esc = html.escape
@@ -109,6 +110,9 @@ def headline(r: Report) -> str:
     facts = [("GPUs", _num(s.get("gpus"))), ("nodes", _num(s.get("nodes"))), ("GPU-hours", _num(gpu_h)),
              ("allocated", alloc_pct), ("busy (used)", used_pct)]
     out.append('<p class="facts">' + " · ".join(f"<b>{esc(k)}</b> {v}" for k, v in facts) + "</p>")
+    unmatched = unmatched_note(s) if s else None
+    if unmatched:
+        out.append(f'<p class="warn">{esc(unmatched)}</p>')
     unpriced = s.get("unpriced_node_hours")
     if unpriced:
         out.append(f'<p class="warn">{_num(unpriced)} node-hours ran on instance types the price catalog does not '

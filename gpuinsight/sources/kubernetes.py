@@ -139,6 +139,9 @@ def _list_all(api: Any, kind: Kind, version: str, where: str, page_size: int) ->
         page = body.get("items") if isinstance(body, dict) else None
         if not isinstance(page, list):
             raise RuntimeFailure(f"Kubernetes API {where}: {kind.stem}: list response without items")
+        for item in page:  # the API's list items carry no kind of their own
+            if isinstance(item, dict):
+                item.setdefault("kind", kind.kind)
         items.extend(page)
         token = (body.get("metadata") or {}).get("continue") or None
         if not token:

@@ -28,12 +28,15 @@ import polars as pl
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadContract, LoadReport
+from gpuinsight.sources.dcgm import BY_SPELLING
 from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.client import PromClient
 from gpuinsight.sources.prom.frames import concat_series, epoch_s, from_epoch_s, to_naive_utc
+from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.prom.store import get_state
-from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, load_series
+from gpuinsight.sources.prom.refine import Refiner
+from gpuinsight.sources.prom.store import get_state, set_state
+from gpuinsight.sources.series import SeriesBatch, load_series
 from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
@@ -79,6 +82,8 @@ class PrometheusSource:
         self.on_commit = on_commit
         self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2))
         self.scope = self.client.where
+        self.generation_notes: list[str] = []
+        self.refiner: Refiner | None = None
 
     # -- the window ------------------------------------------------------------------------
     def resolve_window(
@@ -116,10 +121,11 @@ class PrometheusSource:
     # -- planning --------------------------------------------------------------------------
     def plan(self, t0: int, t1: int, step: int, raw: bool) -> list[list[Query]]:
         """Queries per chunk, in time order."""
-        wanted = [n for base in DCGM_METRICS for n in (base, base.lower())]
-        names = self.client.metric_names(wanted, t0 - step, t1, self.matchers)
+        names = self.client.metric_names(list(BY_SPELLING), t0 - step, t1, self.matchers)
+        generations = probe_generations(self.client, names, t0 - step, t1, step, self.matchers)
+        self.generation_notes = generations.notes()
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
-        want_max = {n: n.upper() in MAX_METRICS for n in names}
+        want_max = {n: BY_SPELLING[n].max_column is not None for n in names}
         n_queries = sum(1 if raw or not want_max[n] else 2 for n in names)
         per_step = max(1, n_series) * max(1, n_queries)
         steps = max(MIN_STEPS_PER_CHUNK, self.points_per_batch // per_step)
@@ -128,19 +134,24 @@ class PrometheusSource:
         shards = promql.uuid_shards(n_shards, lowercase_uuid)
         dcgm = [pair for shard in shards for n in names
                 for pair in promql.dcgm_exprs(n, step, [*self.matchers, *shard], raw=raw, want_max=want_max[n])]
+        keep = promql.DCGM_LABELS | set(self.cfg.node_labels)
+        pod_key = generations.pod_key
+        self.refiner = None if raw else Refiner(self.client, self.matchers, generations.resolution_s, step, keep)
         chunks = []
         # Evaluating 1 ms before each grid point makes the window [t - step, t) in effect, under
         # both the closed range selectors of Prometheus 2.x and the left-open ones of 3.x: a
         # sample exactly on a boundary lands in one row, the one starting at its timestamp.
         shift = step - EPS_S
         for a, b in promql.chunk_grid(t0, t1, step, steps):
-            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=promql.DCGM_LABELS) for e, m in dcgm]
-            qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift) for e, m in promql.ksm_step_exprs(step, self.matchers)]
+            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
+            qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
+                   for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
-                   for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers)]
+                   for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
             chunks.append(qs)
         self.last_plan = {"dcgm_metrics": names, "gpu_series": n_series, "steps_per_chunk": steps,
-                          "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks)}
+                          "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks),
+                          **generations.details()}
         return chunks
 
     def _count_gpu_series(self, names: list[str], start: int, end: int) -> tuple[int, bool]:
@@ -167,10 +178,22 @@ class PrometheusSource:
             return report
         chunks = self.plan(t0, t1, step, raw)
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
-        report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
+        batches = self._batches(chunks, step)
+        if self.refiner is not None:  # steps showing a reading that is not a measurement: read again, filtered
+            batches = self.refiner.refine_all(batches)
+        report = load_series(wh, self.cfg, batches, source=SOURCE, scope=self.scope,
                              window=window, details=details, on_commit=self.on_commit)
+        report.notes.extend(self.generation_notes)
+        if self.refiner is not None and self.refiner.refined_steps:
+            report.notes.append(f"{self.refiner.refined_steps:,} GPU-steps showed a reading that is not a measurement "
+                                "and were read again with the filter")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
+        if not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
+            where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
+            set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
+            raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "
+                           f"window{where}")
         report.notes.append(f"{self.last_plan['queries']} queries in {self.last_plan['chunks']} chunks, "
                             f"{self.client.bytes_read / 1e6:.1f} MB read")
         return report

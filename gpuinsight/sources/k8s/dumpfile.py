@@ -1,8 +1,9 @@
 """Read one kubectl dump (``-o json`` / ``-o yaml``) into a list of objects.
 
-Accepts a ``List`` (``{"kind": "List", "items": [...]}`` or a typed ``NodeList``), a bare JSON
-array, a single object, and multi-document YAML. Syntax errors become :class:`BadInput`
-naming the file, line and column.
+Accepts a ``List`` (``{"kind": "List", "items": [...]}`` or a typed ``NodeList``, whose items
+may omit their kind), a bare JSON array, a single object, and multi-document YAML (``---``).
+Syntax errors, bytes that are not UTF-8 and items that are not objects become
+:class:`BadInput` naming the file, line and column (or item).
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def find_dump(folder: Path, stem: str) -> tuple[Path | None, list[Path]]:
     return (found[0] if found else None), found[1:]
 
 
+def _decode(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise BadInput(f"{path}: line {line} col {col}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
 def _parse_json(path: Path, data: bytes) -> list[Any]:
     try:
         return [orjson.loads(data)]
@@ -44,6 +54,9 @@ def _parse_yaml(path: Path, data: bytes) -> list[Any]:
         where = f"line {mark.line + 1} col {mark.column + 1}: " if mark else ""
         what = exc.problem or exc.context or "invalid YAML"
         raise BadInput(f"{path}: {where}{what}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL, a control byte)
+        line = data.count(b"\n", 0, exc.position) + 1
+        raise BadInput(f"{path}: line {line}: invalid YAML: character 0x{exc.character:02x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
@@ -53,14 +66,21 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not data.strip():
+    text = _decode(path, data)
+    if not text.strip():
         raise BadInput(f"{path}: line 1 col 1: empty file (expected a kubectl List)")
-    docs = _parse_json(path, data) if path.suffix == ".json" else _parse_yaml(path, data)
+    docs = _parse_json(path, data) if path.suffix == ".json" else _parse_yaml(path, text.encode())
     items: list[Any] = []
     for doc in docs:
         if isinstance(doc, list):
             items.extend(doc)
         elif isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            implied = doc.get("kind")
+            # a typed list (PodList, QueueList...) says its items' kind; a plain List does not
+            if isinstance(implied, str) and implied.endswith("List") and implied != "List":
+                for item in doc["items"]:
+                    if isinstance(item, dict):
+                        item.setdefault("kind", implied.removesuffix("List"))
             items.extend(doc["items"])
         elif isinstance(doc, dict) and "items" in doc and doc.get("items") is None:
             continue  # `kubectl get` of nothing in some versions: items: null
