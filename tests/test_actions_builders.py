@@ -156,9 +156,11 @@ def test_mps_configmap_label_and_pins(state: Any) -> None:
     assert check_core(expected_after(cm, state.get(Ref("ConfigMap", "gpu-operator", "device-plugin-config")))) == []
     assert label["labels"] == {"nvidia.com/device-plugin.config": "mps-2x"} and label["node"] == "l4-1"
     for pin, name in ((pin1, "query-encoder"), (pin2, "embedder")):
+        # the workload follows the sharing label, never a host name (issue 12.4)
         assert pin["object"] == {"apiVersion": "apps/v1", "kind": "Deployment",
                                  "metadata": {"name": name, "namespace": "prod-search"},
-                                 "spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": "l4-1"}}}}}
+                                 "spec": {"template": {"spec": {"nodeSelector": {
+                                     "nvidia.com/device-plugin.config": "mps-2x"}}}}}
         assert check_core(expected_after(pin, state.get(Ref("Deployment", "prod-search", name)))) == []
 
 

@@ -18,11 +18,9 @@ from gpuinsight.actions.model import ACTION_TYPES, EKS_CALLS
 from gpuinsight.actions.refs import KINDS
 from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
-
-QUANTITY = re.compile(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE]\+?[0-9]+))?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-MIG_PROFILE = re.compile(r"^[1-7]g\.[0-9]+gb(\+me)?$")
+from gpuinsight.rules.typed import DNS_NAME, LABEL_VALUE, MIG_PROFILE, QUANTITY  # noqa: F401  (re-exported)
+from gpuinsight.rules.typed import quantity as check_quantity  # noqa: F401  (re-exported)
+from gpuinsight.rules.typed import resource_list as check_resource_list
 
 
 def _bad(where: str, message: str) -> BadInput:
@@ -40,14 +38,6 @@ def _int(value: Any, where: str, minimum: int = 0, maximum: int | None = None) -
     return value
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _bad(where, f"{value!r} is not a number")
-    if value < 0:
-        raise _bad(where, f"{value} is negative")
-    return float(value)
-
-
 def _str(value: Any, where: str, pattern: re.Pattern[str] | None = None) -> str:
     if not isinstance(value, str) or not value:
         raise _bad(where, f"{value!r} is not a non-empty string")
@@ -56,100 +46,12 @@ def _str(value: Any, where: str, pattern: re.Pattern[str] | None = None) -> str:
     return value
 
 
-def check_quantity(value: Any, where: str) -> None:
-    if isinstance(value, bool):
-        raise _bad(where, f"{value!r} is not a quantity")
-    if isinstance(value, int | float):
-        _number(value, where)
-    elif not isinstance(value, str) or not QUANTITY.match(value):
-        raise _bad(where, f"{value!r} is not a quantity (a non-negative number such as 4 or \"500m\")")
-
-
-def check_resource_list(value: Any, where: str) -> None:
-    if not isinstance(value, dict):
-        raise _bad(where, f"{value!r} is not a resource list ({{name: quantity}})")
-    for name, qty in value.items():
-        check_quantity(qty, f"{where}.{name}")
-
-
-def _workload(target: Any, where: str) -> None:
-    if not isinstance(target, dict):
-        raise _bad(where, "missing")
-    _str(target.get("kind"), f"{where}.kind")
-    _str(target.get("name"), f"{where}.name")
-
-
 def check_proposed(rec: dict[str, Any], where: str) -> None:
-    rule, p, t = rec.get("rule"), rec.get("proposed") or {}, rec.get("target") or {}
-    w = f"{where}.proposed"
-    if not isinstance(p, dict):
-        raise _bad(w, "not an object")
-    if rule == "queue":
-        _str(t.get("name") or rec.get("queue"), f"{where}.target.name", DNS_NAME)
-        if "weight" in p:
-            _int(p["weight"], f"{w}.weight", 1, 65535)
-        for key in ("capability", "deserved"):
-            if key in p:
-                check_resource_list(p[key], f"{w}.{key}")
-        if "guarantee" in p:
-            g = p["guarantee"]
-            check_resource_list(g.get("resource", g) if isinstance(g, dict) else g, f"{w}.guarantee")
-    elif rule == "idle":
-        _workload(t, f"{where}.target")
-        if _int(p.get("replicas", 0), f"{w}.replicas") != 0:
-            raise _bad(f"{w}.replicas", "idle scales to 0")
-    elif rule == "mig":
-        _workload(t, f"{where}.target")
-        _str(p.get("mig_profile"), f"{w}.mig_profile", MIG_PROFILE)
-        if "resource" in p and p["resource"] != f"nvidia.com/mig-{p['mig_profile']}":
-            raise _bad(f"{w}.resource", f"{p['resource']!r} does not match mig_profile {p['mig_profile']!r}")
-        _int(p.get("count", 1), f"{w}.count", 1)
-        if p.get("node") is not None:
-            _str(p["node"], f"{w}.node", DNS_NAME)
-        _str(p.get("node_mig_config"), f"{w}.node_mig_config", LABEL_VALUE)
-    elif rule in ("mps", "timeslice"):
-        workloads = t.get("workloads")
-        if not isinstance(workloads, list) or not workloads:
-            raise _bad(f"{where}.target.workloads", "a non-empty list of workloads")
-        for i, wl in enumerate(workloads):
-            _workload(wl, f"{where}.target.workloads[{i}]")
-        expected = {"mps": "mps", "timeslice": "time-slicing"}[rule]
-        if p.get("sharing") != expected:
-            raise _bad(f"{w}.sharing", f"{p.get('sharing')!r} (rule {rule} means {expected!r})")
-        _int(p.get("replicas"), f"{w}.replicas", 2, 64)
-        if p.get("node") is not None:
-            _str(p["node"], f"{w}.node", DNS_NAME)
-        if t.get("member") is not None:
-            _workload(t["member"], f"{where}.target.member")
-        _str(p.get("config_name"), f"{w}.config_name", LABEL_VALUE)
-    elif rule == "spot":
-        _workload(t, f"{where}.target")
-        if p.get("capacity_type", "spot") != "spot":
-            raise _bad(f"{w}.capacity_type", f"{p.get('capacity_type')!r} (only spot)")
-        _str(p.get("node_pool"), f"{w}.node_pool", DNS_NAME)
-        if p.get("node_pool_kind", "karpenter") not in ("karpenter", "eks-nodegroup"):
-            raise _bad(f"{w}.node_pool_kind", f"{p.get('node_pool_kind')!r} is not karpenter or eks-nodegroup")
-        types = p.get("instance_types", [])
-        if not isinstance(types, list) or not all(x is None or isinstance(x, str) and x for x in types):
-            raise _bad(f"{w}.instance_types", "a list of instance type names")
-    elif rule == "binpack":
-        moves = p.get("moves")
-        if not isinstance(moves, list):
-            raise _bad(f"{w}.moves", "a list of moves")
-        for i, move in enumerate(moves):
-            m = f"{w}.moves[{i}]"
-            if not isinstance(move, dict):
-                raise _bad(m, "not an object")
-            pods = move.get("pods")
-            if not isinstance(pods, list) or not pods or not all(isinstance(x, str) and x for x in pods):
-                raise _bad(f"{m}.pods", "a non-empty list of pod names")
-            _str(move.get("namespace") or rec.get("namespace"), f"{m}.namespace", DNS_NAME)
-            _str(move.get("from"), f"{m}.from")
-            if "gpus" in move:
-                _number(move["gpus"], f"{m}.gpus")
-        freed = p.get("nodes_freed", [])
-        if not isinstance(freed, list) or not all(isinstance(x, str) and x for x in freed):
-            raise _bad(f"{w}.nodes_freed", "a list of node names")
+    """The ``proposed`` and ``target`` of a recommendation, against its kind's schemas (each rule
+    registers them with its finding kinds: ``gpuinsight.rules.registry``)."""
+    from gpuinsight.rules.registry import validate_finding
+
+    validate_finding(rec, where)
 
 
 def check_action(action: Any, where: str) -> None:

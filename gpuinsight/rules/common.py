@@ -59,3 +59,21 @@ def pct(x: float | None) -> float | None:
 
 def mib_to_gb(x: float | None) -> float | None:
     return None if x is None else round(x / 1024.0, 2)
+
+
+def compute_peak(r: dict[str, Any]) -> float:
+    """The compute a workload must be sized for: its short-window p95 (p95 over steps of the
+    per-step max of GR and SM activity), falling back to the p95 of the step means."""
+    peak = max(num(r.get("gr_peak_p95")), num(r.get("sm_peak_p95")))
+    return peak if peak > 0 else max(num(r.get("gr_p95")), num(r.get("sm_p95")))
+
+
+def compute_evidence(r: dict[str, Any]) -> dict[str, Any]:
+    """The peak compute figure and the resolution it was measured at, for a finding's evidence."""
+    step = r.get("step_s")
+    pushed = bool(r.get("max_pushed_down"))
+    basis = (f"p95 over {int(num(step))} s steps of the per-step max of GR/SM activity "
+             + ("(the max within each step, pushed down to the source)" if pushed
+                else "(one sample per step: the step's value is its max)")) if step else "p95 of GR/SM activity"
+    return {"compute_peak_p95_pct": pct(compute_peak(r)), "compute_resolution_s": step,
+            "max_per_step_pushed_down": pushed, "compute_basis": basis}

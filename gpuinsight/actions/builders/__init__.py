@@ -1,26 +1,25 @@
-"""Turn recommendations into actions: one builder module per rule kind.
+"""Turn recommendations into actions: one builder module per finding kind.
 
 Each builder module has ``refs(rec, state)`` (the objects it needs to see, so a live state can
 be fetched first) and ``build(rec, state)`` (the actions). Builders never talk to a cluster.
+Which module builds which kind is registered with the rule (``gpuinsight.rules.registry``).
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 from typing import Any
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders import binpack, idle, mig, queue, sharing, spot
 from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import get, leaf_pointers, norm
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.rules.registry import KINDS
 
-BUILDERS: dict[str, ModuleType] = {
-    "idle": idle, "mig": mig, "mps": sharing, "timeslice": sharing,
-    "spot": spot, "binpack": binpack, "queue": queue,
-}
+BUILDERS: dict[str, ModuleType] = {name: importlib.import_module(kind.builder) for name, kind in KINDS.items()}
 
 
 def _builder(rec: Recommendation) -> ModuleType:
