@@ -24,6 +24,7 @@ from gpuinsight.reports import charts, theme
 from gpuinsight.reports.assets import vega_bundle, vegalite_version, versions
 from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.upload import upload_files
+from gpuinsight.rules.production import with_production
 
 MAX_TABLE_ROWS = 500
 
@@ -74,7 +75,8 @@ def build_report(gi: ReportSource) -> Report:
         ("waste-by-queue", charts.waste_over_time(gi.query("waste_hourly_by", by="queue"), by="queue",
                                                   price_note=note)),
         ("utilization-heatmap", charts.utilization_heatmap(gi.query("gpu_heatmap"))),
-        ("mig-fit", charts.mig_fit(gi.query("workload_gpu_profile"), gi.query("mig_catalog"))),
+        ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), (getattr(
+            getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
     ]

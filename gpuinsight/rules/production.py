@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from gpuinsight.rules.base import Setting
 
 _SPLIT = re.compile(r"[-_./:\s]+")
@@ -130,3 +132,16 @@ class ProductionClassifier:
 
 
 DEFAULT = ProductionClassifier()
+
+
+def with_production(frame: pl.DataFrame, settings: dict[str, Any] | None = None) -> pl.DataFrame:
+    """``frame`` (rows with namespace, priority_class, labels, annotations) with ``production``
+    and ``production_reason`` columns, decided by the classifier with these settings."""
+    if "production" in frame.columns or frame.is_empty():
+        return frame
+    given = settings or {}
+    clf = ProductionClassifier.from_settings({s.name: s.coerce(given.get(s.name, s.default)) for s in SETTINGS})
+    cols = [c for c in ("namespace", "priority_class", "labels", "annotations") if c in frame.columns]
+    verdicts = [clf.classify_row(r) for r in frame.select(cols).iter_rows(named=True)]
+    return frame.with_columns(pl.Series("production", [v[0] for v in verdicts], dtype=pl.Boolean),
+                              pl.Series("production_reason", [v[1] for v in verdicts], dtype=pl.Utf8))
