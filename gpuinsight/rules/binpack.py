@@ -140,15 +140,15 @@ class BinpackRule(Rule):
             return None
         names = [problem.nodes[j].name for j in freed]
         rid = stable_id("binpack", None, None, "/".join(str(x) for x in pool_key), None)
-        released = []
+        released, saving = [], 0.0
         for j in freed:
             n = members[j]
             ctx.ledger.account((cluster, n["node"]), num(n.get("usd_per_hour")), num(n.get("gpu_count")),
                                price_known=True)
             granted = ctx.ledger.release(rid, (cluster, n["node"]))
+            saving += granted
             released.append({"node": n["node"], "node_usd_per_hour": round(num(n.get("usd_per_hour")), 4),
                              "saving_usd_per_hour": round(granted, 4), "gpus": num(n.get("gpu_count"))})
-        saving = sum(r["saving_usd_per_hour"] for r in released)
         moves = move_list(problem, plan, pod_rows)
         for m in moves:
             ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]

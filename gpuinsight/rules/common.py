@@ -43,9 +43,9 @@ def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) ->
     if w is None or w.height == 0:
         return 0.0
     if cluster is not None and "cluster" in w.columns:
-        mine = w.filter(pl.col("cluster") == cluster)
-        if mine.height:
-            return num(mine["hours"][0])
+        for c, h in zip(w["cluster"].to_list(), w["hours"].to_list(), strict=True):
+            if c == cluster:
+                return num(h)
     return num(w["hours"].max())
 
 
