@@ -153,7 +153,7 @@ class ConsolidationRule(Rule):
             groups[group_key(d.row["_node"])].append(d)
         out: list[Recommendation] = []
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
-            hosts = host_nodes(key, nodes, pods_on, by_pod)
+            hosts = host_nodes(key, nodes, pods_on, by_pod, ctx)
             slots = free_slots(key, frames, nodes, profiles.get(key[1], []))
             configs = mig_configs(profiles.get(key[1], []), layouts) if is_mig_capable(key[1]) else []
             for placement in plan_group(members, hosts, slots, configs, t):
@@ -270,17 +270,18 @@ def group_key(node: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def host_nodes(key: tuple[Any, ...], nodes: dict[tuple[str, str], dict[str, Any]],
-               pods_on: dict[tuple[str, str], list[dict[str, Any]]], by_pod: dict[tuple[str, str, str], Demand]
-               ) -> list[HostNode]:
+               pods_on: dict[tuple[str, str], list[dict[str, Any]]], by_pod: dict[tuple[str, str, str], Demand],
+               ctx: PlanContext) -> list[HostNode]:
     """Nodes of the group that may take one configuration: not MIG, not already sharing, and
-    every GPU pod on them a demand of this plan."""
+    every GPU pod on them a demand of this plan (or scaled away by an earlier finding)."""
     out = []
     for (cluster, name), n in nodes.items():
         if group_key(n) != key or n.get("is_mig") or n.get("device_plugin_config"):
             continue
         if (n.get("sharing_strategy") or "none") not in ("none", ""):
             continue
-        pods = pods_on.get((cluster, name), [])
+        pods = [p for p in pods_on.get((cluster, name), [])
+                if (cluster, p["namespace"], p["workload"]) not in ctx.workloads_leaving]
         own = [by_pod.get((cluster, p["namespace"], p["pod"])) for p in pods]
         if not pods or any(d is None for d in own):
             continue
