@@ -11,6 +11,7 @@ second one right after it.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -49,13 +50,15 @@ def main() -> None:
                 frames = frames_for(g, needed_frames())
                 t1 = time.perf_counter()
                 recs = evaluate_rules(frames)
-                t2 = time.perf_counter()
+                t2, c2 = time.perf_counter(), time.process_time()
                 plan = g.recommend()
-                t3 = time.perf_counter()
+                t3, c3 = time.perf_counter(), time.process_time()
                 timings.append(t3 - t2)
-                print(f"recommend {label} (end to end, incl. actions and storing the plan): {t3 - t2:.2f} s  "
-                      f"[frames {t1 - t0:.2f} s, rules {t2 - t1:.2f} s]  target < 10 s: "
-                      f"{'met' if t3 - t2 < 10 else 'NOT met'}")
+                # CPU time counts DuckDB's worker threads too: on a busy machine it is the steadier figure
+                print(f"recommend {label} (end to end, incl. actions and storing the plan): {t3 - t2:.2f} s wall, "
+                      f"{c3 - c2:.2f} s CPU  [frames {t1 - t0:.2f} s, rules {t2 - t1:.2f} s]  target < 10 s: "
+                      f"{'met' if t3 - t2 < 10 else 'NOT met'}; load average {os.getloadavg()[0]:.1f} on "
+                      f"{os.cpu_count()} CPUs")
         counts = Counter(r.rule for r in plan.recommendations)
         print(f"{len(recs)} findings ({dict(sorted(counts.items()))}), "
               f"${plan.total_monthly_savings_usd:,.0f}/month ({plan.savings_by_basis}); peak RSS "

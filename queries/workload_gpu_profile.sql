@@ -6,9 +6,11 @@
 -- description: how each workload uses the GPUs it holds: GPU-hours allocated and their list
 --   cost, and how they split over nodes (node_gpu_hours); GR and SM activity mean, p50/p95/p99
 --   and max over samples (0..1; on a MIG instance relative to the instance); the peak-aware
---   figures: p95 over steps of the per-step max (gr_peak_p95, sm_peak_p95; a short-window p95
---   at the step step_s, max_pushed_down when the source gave a max within each step, e.g.
---   max_over_time, rather than one sample per step); framebuffer used p95/p99/max (MiB) and
+--   figure peak_p95: the p95 over steps of the per-step max of GR and SM activity (a
+--   short-window p95 at the step step_s; max_pushed_down when the source gave a max within
+--   each step, e.g. max_over_time, rather than one sample per step); the statistics come from
+--   workload_sample_stats (the sample_stats macro) or, with since/until, from the raw samples
+--   of that window; framebuffer used p95/p99/max (MiB) and
 --   the GPU's memory; active fraction (share of samples above 5 % GR active); diurnal swing of
 --   the hour-of-day profile ((max - min) / mean) and the UTC hours active on at least half of
 --   the days seen (and at least two; recurring_hours_utc) with the active hours outside them
@@ -65,36 +67,20 @@ meta AS (
     WHERE ($namespace IS NULL OR namespace = $namespace)
     GROUP BY ALL
 ),
-s AS (
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.gr_active, g.gr_active_max,
-           g.sm_active, g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib, g.step_s
+st AS (
+    -- the sample statistics (macro sample_stats, migration 006): over everything loaded from the
+    -- materialized workload_sample_stats, else over the window (the branch not taken is empty)
+    SELECT cluster, namespace, workload_kind, workload, st FROM workload_sample_stats
+    WHERE $since IS NULL AND $until IS NULL AND ($namespace IS NULL OR namespace = $namespace)
+    UNION ALL
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload,
+           sample_stats(g.gr_active, g.gr_active_max, g.sm_active, g.sm_active_max, g.fb_used_mib,
+                        g.fb_used_max_mib, g.fb_free_mib, g.step_s) AS st
     FROM gpu_samples g
     JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
-    WHERE g.pod <> ''  -- unallocated GPUs have no workload: skip them before the join
+    WHERE NOT ($since IS NULL AND $until IS NULL) AND g.pod <> ''
       AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
-),
-st AS (
-    -- one sort per measure: list quantiles share it
-    SELECT
-        cluster, namespace, workload_kind, workload,
-        count(*) AS samples,
-        avg(gr_active) AS gr_mean,
-        quantile_cont(gr_active, [0.5, 0.95, 0.99]) AS grq,
-        max(gr_active_max) AS gr_max,
-        quantile_cont(coalesce(gr_active_max, gr_active), 0.95) AS gr_peak_p95,
-        avg(sm_active) AS sm_mean,
-        quantile_cont(sm_active, [0.95, 0.99]) AS smq,
-        max(sm_active_max) AS sm_max,
-        quantile_cont(coalesce(sm_active_max, sm_active), 0.95) AS sm_peak_p95,
-        max(step_s) AS step_s,
-        coalesce(bool_or(gr_active_max > gr_active + 1e-9 OR sm_active_max > sm_active + 1e-9), false)
-            AS max_pushed_down,
-        quantile_cont(fb_used_mib, [0.95, 0.99]) AS fbq,
-        max(fb_used_max_mib) AS fb_max_mib,
-        max(fb_used_mib + fb_free_mib) AS gpu_memory_mib,
-        avg(CASE WHEN gr_active > 0.05 THEN 1.0 ELSE 0.0 END) AS active_fraction
-    FROM s
-    GROUP BY cluster, namespace, workload_kind, workload
+    GROUP BY n.cluster, n.namespace, n.workload_kind, n.workload
 ),
 hod_day AS (
     -- the hour-of-day profile from the hourly rollup (time-weighted), not from raw samples
@@ -140,12 +126,12 @@ rt AS (
 SELECT
     alloc.*,
     meta.priority_class, meta.labels, meta.annotations, by_node.node_gpu_hours,
-    st.samples, st.gr_mean, st.grq[1] AS gr_p50, st.grq[2] AS gr_p95, st.grq[3] AS gr_p99, st.gr_max,
-    st.sm_mean, st.smq[1] AS sm_p95, st.smq[2] AS sm_p99, st.sm_max,
-    st.gr_peak_p95, st.sm_peak_p95, st.step_s, st.max_pushed_down,
-    st.fbq[1] AS fb_p95_mib, st.fbq[2] AS fb_p99_mib, st.fb_max_mib,
-    coalesce(st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
-    st.active_fraction,
+    st.st.samples, st.st.gr_mean, st.st.grq[1] AS gr_p50, st.st.grq[2] AS gr_p95, st.st.grq[3] AS gr_p99,
+    st.st.gr_max, st.st.sm_mean, st.st.smq[1] AS sm_p95, st.st.smq[2] AS sm_p99, st.st.sm_max,
+    st.st.peak_p95, st.st.step_s, st.st.max_pushed_down,
+    st.st.fbq[1] AS fb_p95_mib, st.st.fbq[2] AS fb_p99_mib, st.st.fb_max_mib,
+    coalesce(st.st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
+    st.st.active_fraction,
     diurnal.diurnal_swing, diurnal.peak_hour_utc, diurnal.recurring_hours_utc, diurnal.stray_active_hours,
     diurnal.days_observed,
     rt.finished_pods, rt.runtime_p50_s, rt.runtime_p90_s, rt.pending_p95_s

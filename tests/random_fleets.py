@@ -107,7 +107,7 @@ class Builder:
         fb = self.rng.uniform(0.02, 0.45) * memory
         self.fleet.usage[(ns, wl)] = Usage(
             gr_mean=gr * 0.7, gr_p50=gr * 0.7, gr_p95=gr, gr_max=min(1.0, gr * 3),
-            gr_peak_p95=min(1.0, gr * self.rng.uniform(2.0, 4.0)) if bursty else gr * self.rng.uniform(1.0, 1.2),
+            peak_p95=min(1.0, gr * self.rng.uniform(2.0, 4.0)) if bursty else gr * self.rng.uniform(1.0, 1.2),
             fb_p99=fb, fb_max=min(memory * 0.98, fb * (self.rng.uniform(1.3, 2.2) if spiky else 1.02)),
             step_s=self.rng.choice([15, 30, 60, 300]), max_pushed_down=self.rng.random() < 0.7,
             active_fraction=self.rng.uniform(0.3, 1.0))

@@ -56,9 +56,8 @@ class Usage:
     gr_mean: float = 0.6
     gr_p50: float = 0.6
     gr_p95: float = 0.8
-    gr_peak_p95: float | None = None  # p95 of the per-step max (defaults to gr_p95)
+    peak_p95: float | None = None     # p95 of the per-step max of GR and SM (defaults to the p95s)
     sm_p95: float | None = None
-    sm_peak_p95: float | None = None
     gr_max: float = 0.95
     active_fraction: float = 0.99
     fb_p99: float = 60000.0
@@ -145,9 +144,8 @@ class Fleet:
                 "gr_p95": u.gr_p95, "gr_p99": max(u.gr_p95, min(u.gr_max, u.gr_p95 * 1.1)), "gr_max": u.gr_max,
                 "sm_mean": u.gr_mean * 0.9, "sm_p95": u.sm_p95 if u.sm_p95 is not None else u.gr_p95 * 0.9,
                 "sm_p99": u.gr_p95, "sm_max": u.gr_max,
-                "gr_peak_p95": u.gr_peak_p95 if u.gr_peak_p95 is not None else u.gr_p95,
-                "sm_peak_p95": u.sm_peak_p95 if u.sm_peak_p95 is not None else (
-                    u.sm_p95 if u.sm_p95 is not None else u.gr_p95 * 0.9),
+                "peak_p95": u.peak_p95 if u.peak_p95 is not None else max(
+                    u.gr_p95, u.sm_p95 if u.sm_p95 is not None else u.gr_p95 * 0.9),
                 "step_s": u.step_s, "max_pushed_down": u.max_pushed_down,
                 "fb_p95_mib": u.fb_p99 * 0.98, "fb_p99_mib": u.fb_p99, "fb_max_mib": u.fb_max,
                 "gpu_memory_mib": float(MEMORY_MIB.get(first.model, 81559)), "active_fraction": u.active_fraction,

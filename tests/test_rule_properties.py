@@ -42,9 +42,7 @@ STATS: dict[str, int] = defaultdict(int)
 
 
 def peak(u: Any) -> float:
-    g = u.gr_peak_p95 if u.gr_peak_p95 is not None else u.gr_p95
-    s = u.sm_peak_p95 if u.sm_peak_p95 is not None else (u.sm_p95 if u.sm_p95 is not None else u.gr_p95 * 0.9)
-    return max(g, s)
+    return u.peak_p95 if u.peak_p95 is not None else max(u.gr_p95, u.sm_p95 if u.sm_p95 is not None else u.gr_p95 * 0.9)
 
 
 def allowed(pdb: dict[str, Any], covered: int) -> int:

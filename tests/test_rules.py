@@ -72,7 +72,7 @@ def test_idle_pod_alone_on_a_node_is_claimed_once() -> None:
 def test_nightly_work_gets_a_schedule_not_removal() -> None:
     # median 0, two hours a night at 90 %: low median and active share, but high peaks
     f = Fleet([Node("n1", **L4)], [Pod("retrain-0", "n1", "retrain")])
-    f.usage[("ns", "retrain")] = Usage(gr_mean=0.075, gr_p50=0.0, gr_p95=0.9, gr_peak_p95=0.93, gr_max=0.97,
+    f.usage[("ns", "retrain")] = Usage(gr_mean=0.075, gr_p50=0.0, gr_p95=0.9, peak_p95=0.93, gr_max=0.97,
                                        active_fraction=0.083, recurring_hours=[2, 3], days_observed=7)
     (r,) = evaluate_rules(f.frames())
     assert r.rule == "idle" and r.proposed["reason"] == "periodic"
@@ -126,7 +126,7 @@ def test_bursty_service_is_not_squeezed() -> None:
     # p95 of 5-minute means 0.2, but the short-window p95 is 0.7: sized on the peak, it shares nothing
     f = Fleet()
     lone_nodes(f, ["x", "y"], dict(gpus=1, price=6.88),
-               Usage(gr_p95=0.2, gr_peak_p95=0.7, gr_max=0.75, fb_p99=5000, fb_max=5200))
+               Usage(gr_p95=0.2, peak_p95=0.7, gr_max=0.75, fb_p99=5000, fb_max=5200))
     assert evaluate_rules(f.frames()) == []
 
 

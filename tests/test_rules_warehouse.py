@@ -56,12 +56,32 @@ def build() -> MiniFleet:
 
 
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = Path(tmp_path_factory.mktemp("neutral")) / "k1.duckdb"
     with gi.open(db) as g:
         build().load(g.wh)
         g.refresh()
+    return db
+
+
+@pytest.fixture(scope="module")
+def plan(warehouse: Path) -> Plan:
+    with gi.open(warehouse) as g:
         return g.recommend()
+
+
+def test_window_path_and_materialized_path_agree(warehouse: Path) -> None:
+    # without a window the sample statistics come from workload_sample_stats (built at load);
+    # with one, from the raw samples of the window: over the whole window they must agree
+    with gi.open(warehouse, read_only=True) as g:
+        whole = g.query("workload_gpu_profile").sort("workload")
+        windowed = g.query("workload_gpu_profile", since=T0.isoformat(), until=END.isoformat()).sort("workload")
+    cols = ["workload", "samples", "gr_p50", "gr_p95", "peak_p95", "fb_max_mib", "step_s", "max_pushed_down",
+            "active_fraction"]
+    assert whole.select(cols).to_dicts() == windowed.select(cols).to_dicts()
+    peaks = {r["workload"]: r for r in whole.to_dicts()}
+    assert peaks["s3"]["gr_p95"] == pytest.approx(0.2) and peaks["s3"]["peak_p95"] == pytest.approx(0.9)
+    assert peaks["nt"]["recurring_hours_utc"] == [2, 3] and peaks["s4"]["fb_max_mib"] == 70000
 
 
 def test_the_plan_is_what_the_fleet_calls_for(plan: Plan) -> None:

@@ -10,7 +10,7 @@ Prometheus, Kubernetes or AWS.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -65,10 +65,10 @@ class Recommendation:
         self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The contract's object; its nested values are this recommendation's own (not copies)."""
         order = ["id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
                  "monthly_savings_usd", "confidence", "evidence", "actions", "target"]
-        return {k: d[k] for k in order}
+        return {k: getattr(self, k) for k in order}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Recommendation:

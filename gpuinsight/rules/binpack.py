@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num, rows
+from gpuinsight.rules.common import monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.disruption import allowed_disruptions, as_map, selector_matches
 from gpuinsight.rules.pack_bound import (
@@ -95,9 +95,9 @@ class BinpackRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         busy = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): num(r.get("gr_mean"))
-                for r in rows(frames.get("workload_gpu_profile"))}
-        placement = rows(frames.get("placement_current"))
-        pdbs = rows(frames.get("disruption_budgets"))
+                for r in ctx.rows(frames, "workload_gpu_profile")}
+        placement = ctx.rows(frames, "placement_current")
+        pdbs = ctx.rows(frames, "disruption_budgets")
         budgets = pdb_budgets(placement, pdbs)
         pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for b in pdbs:
@@ -113,7 +113,7 @@ class BinpackRule(Rule):
             else:
                 pods_on[(c, p["node"])].append(p)
         pools: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-        for n in rows(frames.get("nodes_current")):
+        for n in ctx.rows(frames, "nodes_current"):
             key = (str(n.get("cluster") or ""), n["node"])
             if not plannable(n, key, ctx) or not pods_on.get(key):
                 continue

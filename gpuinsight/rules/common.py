@@ -62,9 +62,9 @@ def mib_to_gb(x: float | None) -> float | None:
 
 
 def compute_peak(r: dict[str, Any]) -> float:
-    """The compute a workload must be sized for: its short-window p95 (p95 over steps of the
-    per-step max of GR and SM activity), falling back to the p95 of the step means."""
-    peak = max(num(r.get("gr_peak_p95")), num(r.get("sm_peak_p95")))
+    """The compute a workload must be sized for: its short-window p95 (``peak_p95``: p95 over
+    steps of the per-step max of GR and SM activity), falling back to the p95 of the step means."""
+    peak = num(r.get("peak_p95"))
     return peak if peak > 0 else max(num(r.get("gr_p95")), num(r.get("sm_p95")))
 
 

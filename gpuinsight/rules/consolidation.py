@@ -26,7 +26,6 @@ from gpuinsight.rules.common import (
     monthly,
     num,
     pct,
-    rows,
     workload_ref,
 )
 from gpuinsight.rules.consolidation_plan import (
@@ -133,17 +132,17 @@ class ConsolidationRule(Rule):
                  ctx: PlanContext) -> list[Recommendation]:
         t = Targets(settings["memory_headroom"], settings["compute_target"], settings["ts_memory_fill"],
                     int(settings["max_clients"]))
-        nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in rows(frames.get("nodes_current"))}
+        nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
         pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p in rows(frames.get("placement_current")):
+        for p in ctx.rows(frames, "placement_current"):
             c = str(p.get("cluster") or "")
             pods_on[(c, p["node"])].append(p)
             pods_of[(c, p["namespace"], p["workload"])].append(p)
         demands = self._demands(frames, settings, ctx, nodes, pods_of, t)
         by_pod = {(d.key[0], d.key[1], d.pod): d for d in demands}
         profiles: dict[str, list[MigProfile]] = defaultdict(list)
-        catalog = rows(frames.get("mig_catalog"))
+        catalog = ctx.rows(frames, "mig_catalog")
         layouts = parse_layouts(catalog[0]["layouts"] or []) if catalog else []
         for c in catalog:
             profiles[c["gpu_model"]].append(MigProfile(c["gpu_model"], c["profile"], c["memory_gb"],
@@ -154,7 +153,7 @@ class ConsolidationRule(Rule):
         out: list[Recommendation] = []
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
             hosts = host_nodes(key, nodes, pods_on, by_pod, ctx)
-            slots = free_slots(key, frames, nodes, profiles.get(key[1], []))
+            slots = free_slots(key, ctx.rows(frames, "mig_capacity"), nodes, profiles.get(key[1], []))
             configs = mig_configs(profiles.get(key[1], []), layouts) if is_mig_capable(key[1]) else []
             for placement in plan_group(members, hosts, slots, configs, t):
                 rec = self._finding(placement, frames, settings, ctx, nodes)
@@ -166,7 +165,7 @@ class ConsolidationRule(Rule):
                  nodes: dict[tuple[str, str], dict[str, Any]], pods_of: dict[tuple[str, str, str], list[dict[str, Any]]],
                  t: Targets) -> list[Demand]:
         out = []
-        for r in rows(frames.get("workload_gpu_profile")):
+        for r in ctx.rows(frames, "workload_gpu_profile"):
             cluster = str(r.get("cluster") or "")
             if ctx.ledger.workload_claimed(cluster, r["namespace"], r["workload"]):
                 continue
@@ -290,12 +289,12 @@ def host_nodes(key: tuple[Any, ...], nodes: dict[tuple[str, str], dict[str, Any]
     return out
 
 
-def free_slots(key: tuple[Any, ...], frames: dict[str, pl.DataFrame], nodes: dict[tuple[str, str], dict[str, Any]],
+def free_slots(key: tuple[Any, ...], capacity: list[dict[str, Any]], nodes: dict[tuple[str, str], dict[str, Any]],
                profiles: list[MigProfile]) -> list[Slot]:
     """Free instances of nodes in the group that already run MIG (mig_capacity)."""
     by_name = {p.profile: p for p in profiles}
     out = []
-    for f in rows(frames.get("mig_capacity")):
+    for f in capacity:
         n = nodes.get((str(f.get("cluster") or ""), f["node"]))
         prof = by_name.get(f.get("profile"))
         if n is None or prof is None or group_key(n) != key:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuinsight.rules.common import num, window_hours
+from gpuinsight.rules.common import num, rows, window_hours
 from gpuinsight.rules.ledger import Ledger
 from gpuinsight.rules.production import DEFAULT, ProductionClassifier
 
@@ -23,9 +23,20 @@ class PlanContext:
     hosts: set[tuple[str, str]] = field(default_factory=set)
     # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
     relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
+
+    def rows(self, frames: dict[str, Any], name: str) -> list[dict[str, Any]]:
+        """A frame as row dicts, converted once per plan (read-only: rules copy before changing)."""
+        if name not in self._rows:
+            self._rows[name] = rows(frames.get(name))
+        return self._rows[name]
 
     def is_production(self, row: dict[str, Any]) -> tuple[bool, str]:
-        return self.production.classify_row(row)
+        key = (row.get("namespace"), row.get("priority_class"), str(row.get("labels")), str(row.get("annotations")))
+        if key not in self._verdicts:
+            self._verdicts[key] = self.production.classify_row(row)
+        return self._verdicts[key]
 
     def claim_workload_hours(self, finding: str, row: dict[str, Any], frames: dict[str, Any],
                              share: float = 1.0) -> float:

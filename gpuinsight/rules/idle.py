@@ -17,12 +17,12 @@ import polars as pl
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
 from gpuinsight.rules.common import (
     compute_evidence,
+    compute_peak,
     evidence_confidence,
     mib_to_gb,
     monthly,
     num,
     pct,
-    rows,
     window_hours,
     workload_ref,
 )
@@ -63,14 +63,14 @@ class IdleRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         out: list[Recommendation] = []
-        for r in rows(frames.get("workload_gpu_profile")):
+        for r in ctx.rows(frames, "workload_gpu_profile"):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"] or not hours:
                 continue  # unmeasured or too short to judge
             if num(r.get("gr_p50"), 1.0) > settings["max_median_activity"]:
                 continue  # used most of the time
             active = num(r.get("active_fraction"), 1.0)
-            peak = max(num(r.get("gr_peak_p95"), num(r.get("gr_p95"))), num(r.get("sm_peak_p95")))
+            peak = compute_peak(r)
             if active <= settings["max_active_fraction"] and peak <= settings["max_peak_p95"]:
                 out.append(self._finding(r, frames, settings, ctx, hours, None))
                 continue

@@ -55,6 +55,8 @@ class Ledger:
     nodes: dict[NodeKey, NodeAccount] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
     claimed_workloads: dict[tuple[str, str, str], str] = field(default_factory=dict)  # -> finding id
+    _by_finding: dict[str, list[Claim]] = field(default_factory=dict, repr=False)
+    _by_finding_n: int = field(default=-1, repr=False)
 
     @classmethod
     def from_frames(cls, frames: dict[str, Any]) -> Ledger:
@@ -132,12 +134,16 @@ class Ledger:
 
     def evidence_for(self, finding: str) -> list[dict[str, Any]]:
         """The claims behind one finding, per node, as its evidence shows them."""
+        if self._by_finding_n != len(self.claims):  # index once per batch of claims
+            index: dict[str, list[Claim]] = defaultdict(list)
+            for c in self.claims:
+                index[c.finding].append(c)
+            self._by_finding, self._by_finding_n = index, len(self.claims)
         per: dict[NodeKey, list[float]] = {}
-        for c in self.claims:
-            if c.finding == finding:
-                acc = per.setdefault(c.node, [0.0, 0.0])
-                acc[0] += c.usd_per_hour
-                acc[1] += c.gpus
+        for c in self._by_finding.get(finding, []):
+            acc = per.setdefault(c.node, [0.0, 0.0])
+            acc[0] += c.usd_per_hour
+            acc[1] += c.gpus
         return [{"node": node, "usd_per_hour": round(usd, 4), "gpus": round(gpus, 3),
                  "node_usd_per_hour": round(self.nodes[(cluster, node)].usd_per_hour, 4)}
                 for (cluster, node), (usd, gpus) in sorted(per.items())]

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num, rows
+from gpuinsight.rules.common import monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.typed import DNS_NAME, Schema, integer, mapping, optional, resource_list, spec, text
 
@@ -65,7 +65,7 @@ class QueueRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        summary = rows(frames.get("fleet_summary"))
+        summary = ctx.rows(frames, "fleet_summary")
         s = summary[0] if summary else {}
         gpu_hours = num(s.get("gpu_hours"))
         usd_per_gpu_hour = num(s.get("total_usd")) / gpu_hours if gpu_hours else 0.0
@@ -73,7 +73,7 @@ class QueueRule(Rule):
         unallocated_gpus = num(s.get("gpu_hours")) - num(s.get("allocated_gpu_hours"))
         unallocated_avg = unallocated_gpus / hours if hours else 0.0
         out = []
-        for q in rows(frames.get("queue_usage")):
+        for q in ctx.rows(frames, "queue_usage"):
             if q.get("weight") is None:
                 continue  # seen on pods only: no Queue object to change
             deserved = q.get("deserved_gpu")

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import evidence_confidence, monthly, num, rows, window_hours, workload_ref
+from gpuinsight.rules.common import evidence_confidence, monthly, num, window_hours, workload_ref
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.typed import DNS_NAME, Schema, WorkloadTarget, list_of, number, optional, spec, text
 
@@ -56,11 +56,11 @@ class SpotRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in rows(frames.get("disruption_controls"))}
-        prices = {p["instance_type"]: p for p in rows(frames.get("instance_prices"))}
-        pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in rows(frames.get("nodes_current"))}
+        controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in ctx.rows(frames, "disruption_controls")}
+        prices = {p["instance_type"]: p for p in ctx.rows(frames, "instance_prices")}
+        pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in ctx.rows(frames, "nodes_current")}
         out = []
-        for r in rows(frames.get("workload_gpu_profile")):
+        for r in ctx.rows(frames, "workload_gpu_profile"):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("capacity_type") != "on-demand" or not hours:
                 continue

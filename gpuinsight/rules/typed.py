@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar
 
 from gpuinsight.errors import BadInput
@@ -127,7 +127,8 @@ class Schema:
     extra_checks: ClassVar[tuple[Callable[[dict[str, Any], str], None], ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain fields in declaration order (nested schemas are given as dicts already)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def check(cls, data: Any, where: str) -> None:

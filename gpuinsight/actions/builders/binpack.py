@@ -130,10 +130,11 @@ def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any
     gangs: dict[str, tuple[list[str], list[dict[str, str]], list[str]]] = {}
     singles: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
     seen: set[tuple[str, str]] = set()
+    pods_by_name = {(p["namespace"], p["name"]): p for p in state.pods}  # one pass, not one per pod
     for i, move in enumerate(moves):
         ns, src, dest = move.get("namespace") or rec.namespace, move.get("from"), str(move.get("to"))
         for pod in move.get("pods") or []:
-            row = state.pod(str(ns), str(pod))
+            row = pods_by_name.get((str(ns), str(pod)))
             if row is not None and src and row.get("node") and row["node"] != src:
                 raise fail(rec, f"proposed.moves[{i}].pods", f"pod {ns}/{pod} runs on {row['node']}, not {src}")
             gang = (row or {}).get("podgroup") or move.get("gang")
@@ -162,7 +163,7 @@ def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any
                 raise fail(rec, "proposed.moves", f"would leave {len(members) - len(pods)} of gang {gang_key} "
                                                   f"running, below its minMember {least}")
             # elastic: each pod on its own, one at a time, the rest keep the gang's minimum running
-            pod_nodes = {p["name"]: (state.pod(ns, p["name"]) or {}).get("node") for p in pods}
+            pod_nodes = {p["name"]: (pods_by_name.get((ns, p["name"])) or {}).get("node") for p in pods}
             singles += [(None, [str(pod_nodes[p["name"]] or nodes[0])], [p], ", ".join(dests)) for p in pods]
             continue
         if left:
@@ -177,8 +178,11 @@ def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], bat
     # pods other findings of the plan take away first (scaled to zero, moved to MIG or shared GPUs)
     leaving = {(str(p.get("namespace")), str(p.get("pod"))) for p in rec.proposed.get("pods_leaving") or []
                if isinstance(p, dict)}
+    on: dict[str, list[dict[str, Any]]] = {}
+    for p in state.pods:
+        on.setdefault(str(p.get("node")), []).append(p)
     for node in freed:
-        stay = [f"{p['namespace']}/{p['name']}" for p in state.pods_on(node)
+        stay = [f"{p['namespace']}/{p['name']}" for p in on.get(node, [])
                 if (p.get("gpu_request") or 0) > 0 and (p["namespace"], p["name"]) not in moved | leaving]
         if stay:
             raise fail(rec, "proposed.nodes_freed", f"node {node} keeps GPU pods {', '.join(stay)}")

@@ -14,6 +14,7 @@ not one already using another device-plugin config or claimed by another group i
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import yaml
@@ -32,6 +33,7 @@ SHARING_KEYS = {"mps": "mps", "time-slicing": "timeSlicing"}
 RULE_SHARING = {"mps": "mps", "timeslice": "time-slicing"}
 
 
+@functools.cache
 def config_document(sharing: str, replicas: int) -> str:
     doc = {"version": "v1", "sharing": {SHARING_KEYS[sharing]: {
         "renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}]}}}
