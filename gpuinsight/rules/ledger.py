@@ -19,11 +19,6 @@ from gpuinsight.rules.common import monthly, num
 
 EPS_USD_H = 1e-6
 
-# The evidence value each finding kind carries in ``saving_basis`` (the recommendation contract).
-SAVING_BASIS = {
-    "binpack": "nodes_released", "idle": "gpus_returned", "mig": "gpus_returned", "mps": "gpus_returned",
-    "timeslice": "gpus_returned", "spot": "price_difference", "queue": "entitlement",
-}
 NodeKey = tuple[str, str]  # (cluster, node)
 
 
@@ -85,10 +80,6 @@ class Ledger:
                 acc.usd_per_hour += usd_per_hour
             acc.gpu_count = max(acc.gpu_count, gpu_count)
         return acc
-
-    def left(self, key: NodeKey) -> float:
-        acc = self.nodes.get(key)
-        return 0.0 if acc is None else max(0.0, acc.usd_per_hour - acc.claimed_usd_per_hour)
 
     def claim(self, finding: str, key: NodeKey, usd_per_hour: float, gpus: float = 0.0) -> float:
         """Claim up to ``usd_per_hour`` of the node for ``finding``; returns what was granted."""

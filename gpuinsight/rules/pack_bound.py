@@ -67,9 +67,6 @@ class PoolPlan:
     method: str                   # ilp | greedy
     optimal: bool                 # proven optimal for the problem
 
-    def used(self, problem: PoolProblem) -> set[int]:
-        return set(self.assign)
-
     def evicted(self, problem: PoolProblem) -> list[int]:
         return [i for i, p in enumerate(problem.pods)
                 if self.assign[i] != p.node or (p.gang is not None and p.gang in self.moved_gangs)]

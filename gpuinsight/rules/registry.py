@@ -38,20 +38,6 @@ KINDS: dict[str, FindingKind] = {k.name: k for rule in ALL_RULES for k in rule.k
 assert set(KINDS) <= set(RULE_NAMES), "a finding kind outside the recommendation contract"
 
 
-def rule_by_name(name: str) -> type[Rule]:
-    for rule in SETTING_GROUPS:
-        if rule.name == name:
-            return rule
-    raise KeyError(name)
-
-
-def finding_kind(name: Any) -> FindingKind:
-    try:
-        return KINDS[name]
-    except (KeyError, TypeError):
-        raise BadInput(f"unknown rule {name!r} (one of {', '.join(KINDS)})") from None
-
-
 def validate_finding(rec: dict[str, Any], where: str) -> None:
     """Check a recommendation read from a plan file: its kind's ``proposed`` and ``target``."""
     try:

@@ -99,10 +99,6 @@ def mapping(value: Any, where: str) -> None:
         raise bad(where, "not an object")
 
 
-def anything(value: Any, where: str) -> None:
-    return None
-
-
 def schema(cls: type[Schema]) -> Check:
     def check(value: Any, where: str) -> None:
         cls.check(value, where)
