@@ -7,7 +7,11 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import HOURS_PER_MONTH
+from gpuinsight.rules.base import HOURS_PER_MONTH, Setting
+
+# how much history a workload-level verdict needs (shared by idle and consolidation)
+MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")
+FULL_CONFIDENCE = Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence.")
 
 
 def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:

@@ -19,6 +19,8 @@ import polars as pl
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
 from gpuinsight.rules.common import (
+    FULL_CONFIDENCE,
+    MIN_HOURS,
     compute_evidence,
     compute_peak,
     evidence_confidence,
@@ -119,8 +121,8 @@ class ConsolidationRule(Rule):
         Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU."),
         Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas)."),
         Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose)."),
-        Setting("min_hours", 12.0, "Minimum hours of samples before judging."),
-        Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
+        MIN_HOURS,
+        FULL_CONFIDENCE,
     )
     kinds = (
         FindingKind("mig", "gpuinsight.actions.builders.mig", MigProposed, WorkloadTarget, "gpus_returned"),

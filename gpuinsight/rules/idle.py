@@ -16,6 +16,8 @@ import polars as pl
 
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
 from gpuinsight.rules.common import (
+    FULL_CONFIDENCE,
+    MIN_HOURS,
     compute_evidence,
     compute_peak,
     evidence_confidence,
@@ -52,11 +54,11 @@ class IdleRule(Rule):
         Setting("max_median_activity", 0.01, "Idle when the median GR engine activity is at most this (0..1) ..."),
         Setting("max_active_fraction", 0.10, "... at most this share of samples is active (GR > 5 %) ..."),
         Setting("max_peak_p95", 0.10, "... and the short-window p95 (p95 of the per-step max) is at most this."),
-        Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging."),
+        MIN_HOURS,
         Setting("periodic_max_hours", 16, "Periodic work: active at most this many recurring UTC hours a day."),
         Setting("periodic_margin_hours", 1, "Hours kept before and after each recurring run."),
         Setting("periodic_max_stray_per_day", 1.0, "Active hours outside the recurring ones allowed per day."),
-        Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
+        FULL_CONFIDENCE,
     )
     kinds = (FindingKind("idle", "gpuinsight.actions.builders.idle", IdleProposed, WorkloadTarget, "gpus_returned"),)
 

@@ -16,7 +16,14 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import evidence_confidence, monthly, num, window_hours, workload_ref
+from gpuinsight.rules.common import (
+    FULL_CONFIDENCE,
+    evidence_confidence,
+    monthly,
+    num,
+    window_hours,
+    workload_ref,
+)
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.typed import DNS_NAME, Schema, WorkloadTarget, list_of, number, optional, spec, text
 
@@ -50,7 +57,7 @@ class SpotRule(Rule):
         Setting("max_task_hours", 4.0, "Jobs qualify when their p90 task runtime is at most this."),
         Setting("min_finished_tasks", 3, "Finished tasks needed to trust the runtime distribution."),
         Setting("min_replicas_for_services", 2, "Services need at least this many replicas and a PDB."),
-        Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
+        FULL_CONFIDENCE,
     )
     kinds = (FindingKind("spot", "gpuinsight.actions.builders.spot", SpotProposed, WorkloadTarget, "price_difference"),)
 
