@@ -415,9 +415,9 @@ def rollback(db: Path | None, plan_id: str, context: str | None) -> None:
 @handle_errors
 def rules() -> None:
     """List the rules and their settings (defaults and help)."""
-    from gpuinsight.rules.registry import ALL_RULES
+    from gpuinsight.rules.registry import SETTING_GROUPS
 
-    for rule in ALL_RULES:
+    for rule in SETTING_GROUPS:
         click.echo(f"{rule.name}: {rule.summary}")
         for s in rule.settings:
             click.echo(f"  {rule.name}.{s.name} = {s.default!r}  {s.help}")

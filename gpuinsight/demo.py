@@ -98,6 +98,10 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
                      f"potential savings ({catalog}):")
         for rule, savings in sorted(by_rule.items(), key=lambda kv: -sum(kv[1])):
             lines.append(f"  {rule:<10} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
+        basis = plan.savings_by_basis
+        lines.append(f"  nodes released ${basis.get('nodes_released', 0):,.0f}/month; GPUs returned to the pool "
+                     f"${basis.get('gpus_returned', 0):,.0f}/month; spot price difference "
+                     f"${basis.get('price_difference', 0):,.0f}/month (each node and GPU-hour counted once)")
     else:
         lines.append("no recommendations: nothing in this fleet crossed a rule's thresholds")
     return "\n".join(lines)

@@ -131,6 +131,23 @@ def test_mig_labels_the_node_and_swaps_the_gpu_for_a_slice(state: Any) -> None:
     assert check_core(node) == [] and node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
 
 
+def test_mig_slice_goes_into_requests_and_limits_of_every_gpu_container(state: Any) -> None:
+    # a container that only sets limits (requests default to them) gets the slice in both,
+    # and every container that asked for a whole GPU is changed, not only the first
+    ref = Ref("Deployment", "prod-inference", "recsys-ranker")
+    containers = get(state.get(ref), "/spec/template/spec/containers")
+    containers[1]["resources"].pop("requests")
+    containers.append({"name": "sidecar", "image": "s:1",
+                       "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}})
+    _, patch = build_actions(mig_rec(), state)
+    after = json_patch(state.get(ref), patch["patch"])
+    for c in get(after, "/spec/template/spec/containers")[1:]:
+        for section in ("limits", "requests"):
+            assert c["resources"][section]["nvidia.com/mig-1g.10gb"] == "1", (c["name"], section)
+            assert "nvidia.com/gpu" not in c["resources"][section]
+    assert check_core(after) == []  # requests equal limits for the extended resource
+
+
 def test_mig_leaves_a_node_that_already_runs_another_layout(state: Any) -> None:
     state.get(Ref("Node", None, "h100-1"))["metadata"]["labels"]["nvidia.com/mig.config"] = "all-balanced"
     note, patch = build_actions(mig_rec(), state)
@@ -156,9 +173,11 @@ def test_mps_configmap_label_and_pins(state: Any) -> None:
     assert check_core(expected_after(cm, state.get(Ref("ConfigMap", "gpu-operator", "device-plugin-config")))) == []
     assert label["labels"] == {"nvidia.com/device-plugin.config": "mps-2x"} and label["node"] == "l4-1"
     for pin, name in ((pin1, "query-encoder"), (pin2, "embedder")):
+        # the workload follows the sharing label, never a host name (issue 12.4)
         assert pin["object"] == {"apiVersion": "apps/v1", "kind": "Deployment",
                                  "metadata": {"name": name, "namespace": "prod-search"},
-                                 "spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": "l4-1"}}}}}
+                                 "spec": {"template": {"spec": {"nodeSelector": {
+                                     "nvidia.com/device-plugin.config": "mps-2x"}}}}}
         assert check_core(expected_after(pin, state.get(Ref("Deployment", "prod-search", name)))) == []
 
 

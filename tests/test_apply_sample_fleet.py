@@ -393,11 +393,12 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
             name = body["proposed"]["config_name"]
             assert name in device_plugin
             (pin,) = [a for a in body["actions"] if a["phase"] == "workload"]
-            host = pin["object"]["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+            host = body["proposed"]["node"]
             assert after_apply[("nodes", None, host)]["metadata"]["labels"]["nvidia.com/device-plugin.config"] == name
             member = body["target"]["member"]
             wl = after_apply[(PLURALS[member["kind"]], member["namespace"], member["name"])]
-            assert wl["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": host}
+            # selected by the sharing label, never by host name (a replaced node keeps working)
+            assert wl["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/device-plugin.config": name}
     for body in by_rule["idle"]:
         assert after_apply[(PLURALS[body["target"]["kind"]], body["namespace"], body["workload"])]["spec"][
             "replicas"] == 0

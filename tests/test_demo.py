@@ -96,6 +96,6 @@ def test_recommend_settings_from_file_and_flags(demo: Path, tmp_path: Path) -> N
     res = CliRunner().invoke(main, ["recommend", "--db", db, "--format", "json", "--config", str(cfg)])
     assert res.exit_code == 0, res.output
     assert not [r for r in json.loads(res.output) if r["rule"] == "idle"]
-    res = CliRunner().invoke(main, ["recommend", "--db", db, "--format", "csv", "--set", "mig.memory_headroom=9"])
-    assert res.exit_code == 0 and ",mig," not in res.output  # 10x the p99 fits no slice
+    res = CliRunner().invoke(main, ["recommend", "--db", db, "--format", "csv", "--set", "consolidation.memory_headroom=9"])
+    assert res.exit_code == 0 and ",mig," not in res.output  # 10x the maximum fits no slice
     assert ",binpack," in res.output

@@ -9,8 +9,8 @@ names are Kubernetes names, numbers are finite, times are ISO-8601 and not in th
 fields are refused, and every action has the structure its type needs.
 
 What a rule's own ``proposed``/``target`` must hold is checked at one call point,
-:func:`check_rule_fields`: a rule class that defines ``validate_plan_fields(rec, where)`` checks its
-own; the others get the built-in checks of :func:`builtin_rule_fields`.
+:func:`check_rule_fields`, against the schemas each rule registers with its finding kinds
+(``gpuinsight.rules.registry``).
 
 ``plan_digest`` is the SHA-256 of a plan's canonical JSON: ``recommend --save-plan`` records it
 (with the content) in ``reviewed_plans`` and ``recommend --plan FILE --apply`` applies a file only
@@ -31,17 +31,12 @@ from gpuinsight.actions.model import ACTION_TYPES, EKS_CALLS, PHASES
 from gpuinsight.actions.refs import KINDS
 from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
+from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, show
+from gpuinsight.rules.typed import resource_list as check_resource_list
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
-QUANTITY = re.compile(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE]\+?[0-9]+))?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-MIG_PROFILE = re.compile(r"^[1-7]g\.[0-9]+gb(\+me)?$")
 REC_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 PLAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
@@ -64,18 +59,12 @@ def _bad(where: str, message: str) -> BadInput:
     return BadInput(f"{where}: {message}")
 
 
-def _show(value: Any) -> str:
-    """A value in an error message: one line, at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _int(value: Any, where: str, minimum: int = 0, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         else:
-            raise _bad(where, f"{_show(value)} is not an integer")
+            raise _bad(where, f"{show(value)} is not an integer")
     if value < minimum or (maximum is not None and value > maximum):
         raise _bad(where, f"{value} is out of range ({minimum}..{maximum if maximum is not None else ''})")
     return value
@@ -83,7 +72,7 @@ def _int(value: Any, where: str, minimum: int = 0, maximum: int | None = None) -
 
 def _number(value: Any, where: str, minimum: float | None = 0.0, maximum: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _bad(where, f"{_show(value)} is not a finite number")
+        raise _bad(where, f"{show(value)} is not a finite number")
     if minimum is not None and value < minimum:
         raise _bad(where, f"{value} is below {minimum:g}")
     if maximum is not None and value > maximum:
@@ -93,11 +82,11 @@ def _number(value: Any, where: str, minimum: float | None = 0.0, maximum: float 
 
 def _str(value: Any, where: str, pattern: re.Pattern[str] | None = None, max_len: int = MAX_TEXT) -> str:
     if not isinstance(value, str) or not value:
-        raise _bad(where, f"{_show(value)} is not a non-empty string")
+        raise _bad(where, f"{show(value)} is not a non-empty string")
     if len(value) > max_len:
         raise _bad(where, f"{len(value)} characters (at most {max_len})")
     if pattern is not None and not pattern.match(value):
-        raise _bad(where, f"{_show(value)} is not a valid name here")
+        raise _bad(where, f"{show(value)} is not a valid name here")
     return value
 
 
@@ -109,7 +98,7 @@ def _opt_str(value: Any, where: str, pattern: re.Pattern[str] | None = None, max
 def _text(value: Any, where: str) -> None:
     """Free text (titles, descriptions): a string; written out it is always quoted or sanitised."""
     if not isinstance(value, str):
-        raise _bad(where, f"{_show(value)} is not a string")
+        raise _bad(where, f"{show(value)} is not a string")
     if len(value) > MAX_TEXT:
         raise _bad(where, f"{len(value)} characters (at most {MAX_TEXT})")
 
@@ -135,24 +124,6 @@ def _namespace(value: Any, where: str) -> str:
     return _str(value, where, DNS_LABEL, 63)
 
 
-def check_quantity(value: Any, where: str) -> None:
-    if isinstance(value, bool):
-        raise _bad(where, f"{value!r} is not a quantity")
-    if isinstance(value, int | float):
-        _number(value, where)
-    elif not isinstance(value, str) or not QUANTITY.match(value):
-        raise _bad(where, f"{_show(value)} is not a quantity (a non-negative number such as 4 or \"500m\")")
-
-
-def check_resource_list(value: Any, where: str) -> None:
-    if not isinstance(value, dict):
-        raise _bad(where, f"{_show(value)} is not a resource list ({{name: quantity}})")
-    for name, qty in value.items():
-        if not LABEL_KEY.match(str(name)):
-            raise _bad(f"{where}.{name}", "not a resource name")
-        check_quantity(qty, f"{where}.{name}")
-
-
 def check_labels(labels: Any, where: str) -> None:
     if not isinstance(labels, dict):
         raise _bad(where, "a {key: value} map")
@@ -160,111 +131,16 @@ def check_labels(labels: Any, where: str) -> None:
         if not LABEL_KEY.match(str(key)):
             raise _bad(f"{where}.{key}", "not a valid label key")
         if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-            raise _bad(f"{where}.{key}", f"{_show(value)} is not a valid label value")
+            raise _bad(f"{where}.{key}", f"{show(value)} is not a valid label value")
 
 
 # -- per-rule fields: the one call point ----------------------------------------------------------
 def check_rule_fields(rec: dict[str, Any], where: str) -> None:
-    """Validate the rule-specific ``proposed``/``target`` of one recommendation.
+    """Validate the rule-specific ``proposed``/``target`` of one recommendation against the
+    schemas its rule registers (raises BadInput naming the field)."""
+    from gpuinsight.rules.registry import validate_finding
 
-    A rule class with a ``validate_plan_fields(rec, where)`` classmethod (raising BadInput that
-    names the field) validates its own; the others fall back to :func:`builtin_rule_fields`.
-    """
-    from gpuinsight.rules.registry import rule_by_name
-
-    check = getattr(rule_by_name(rec["rule"]), "validate_plan_fields", None)
-    if check is not None:
-        check(rec, where)
-    else:
-        builtin_rule_fields(rec, where)
-
-
-def _workload(target: Any, where: str) -> None:
-    if not isinstance(target, dict):
-        raise _bad(where, "missing")
-    _str(target.get("kind"), f"{where}.kind", re.compile(r"^[A-Z][A-Za-z0-9]*$"), 63)
-    _name(target.get("name"), f"{where}.name")
-    if target.get("namespace") is not None:
-        _namespace(target["namespace"], f"{where}.namespace")
-
-
-def builtin_rule_fields(rec: dict[str, Any], where: str) -> None:
-    """The built-in checks of each rule's ``proposed``/``target`` (until a rule registers its own)."""
-    rule, p, t = rec.get("rule"), rec.get("proposed") or {}, rec.get("target") or {}
-    w = f"{where}.proposed"
-    if rule == "queue":
-        _str(t.get("name") or rec.get("queue"), f"{where}.target.name", DNS_NAME, 253)
-        if "weight" in p:
-            _int(p["weight"], f"{w}.weight", 1, 65535)
-        for key in ("capability", "deserved"):
-            if key in p:
-                check_resource_list(p[key], f"{w}.{key}")
-        if "guarantee" in p:
-            g = p["guarantee"]
-            check_resource_list(g.get("resource", g) if isinstance(g, dict) else g, f"{w}.guarantee")
-    elif rule == "idle":
-        _workload(t, f"{where}.target")
-        if _int(p.get("replicas", 0), f"{w}.replicas") != 0:
-            raise _bad(f"{w}.replicas", "idle scales to 0")
-    elif rule == "mig":
-        _workload(t, f"{where}.target")
-        _str(p.get("mig_profile"), f"{w}.mig_profile", MIG_PROFILE)
-        if "resource" in p and p["resource"] != f"nvidia.com/mig-{p['mig_profile']}":
-            raise _bad(f"{w}.resource", f"{_show(p['resource'])} does not match mig_profile {p['mig_profile']!r}")
-        _int(p.get("count", 1), f"{w}.count", 1)
-        if p.get("node") is not None:
-            _name(p["node"], f"{w}.node")
-        _str(p.get("node_mig_config"), f"{w}.node_mig_config", LABEL_VALUE, 63)
-    elif rule in ("mps", "timeslice"):
-        workloads = t.get("workloads")
-        if not isinstance(workloads, list) or not workloads:
-            raise _bad(f"{where}.target.workloads", "a non-empty list of workloads")
-        for i, wl in enumerate(workloads):
-            _workload(wl, f"{where}.target.workloads[{i}]")
-        expected = {"mps": "mps", "timeslice": "time-slicing"}[rule]
-        if p.get("sharing") != expected:
-            raise _bad(f"{w}.sharing", f"{_show(p.get('sharing'))} (rule {rule} means {expected!r})")
-        _int(p.get("replicas"), f"{w}.replicas", 2, 64)
-        if p.get("node") is not None:
-            _name(p["node"], f"{w}.node")
-        if t.get("member") is not None:
-            _workload(t["member"], f"{where}.target.member")
-        _str(p.get("config_name"), f"{w}.config_name", LABEL_VALUE, 63)
-    elif rule == "spot":
-        _workload(t, f"{where}.target")
-        if p.get("capacity_type", "spot") != "spot":
-            raise _bad(f"{w}.capacity_type", f"{_show(p.get('capacity_type'))} (only spot)")
-        _name(p.get("node_pool"), f"{w}.node_pool")
-        if p.get("from_node_pool") is not None:
-            _name(p["from_node_pool"], f"{w}.from_node_pool")
-        if p.get("node_pool_kind", "karpenter") not in ("karpenter", "eks-nodegroup"):
-            raise _bad(f"{w}.node_pool_kind", f"{_show(p.get('node_pool_kind'))} is not karpenter or eks-nodegroup")
-        types = p.get("instance_types", [])
-        if not isinstance(types, list) or not all(x is None or isinstance(x, str) and LABEL_VALUE.match(x)
-                                                  for x in types):
-            raise _bad(f"{w}.instance_types", "a list of instance type names")
-    elif rule == "binpack":
-        moves = p.get("moves")
-        if not isinstance(moves, list):
-            raise _bad(f"{w}.moves", "a list of moves")
-        for i, move in enumerate(moves):
-            m = f"{w}.moves[{i}]"
-            if not isinstance(move, dict):
-                raise _bad(m, "not an object")
-            pods = move.get("pods")
-            if not isinstance(pods, list) or not pods:
-                raise _bad(f"{m}.pods", "a non-empty list of pod names")
-            for j, pod in enumerate(pods):
-                _name(pod, f"{m}.pods[{j}]")
-            _namespace(move.get("namespace") or rec.get("namespace"), f"{m}.namespace")
-            _name(move.get("from"), f"{m}.from")
-            if "gpus" in move:
-                _number(move["gpus"], f"{m}.gpus")
-        freed = p.get("nodes_freed", [])
-        if not isinstance(freed, list):
-            raise _bad(f"{w}.nodes_freed", "a list of node names")
-        for j, node in enumerate(freed):
-            _name(node, f"{w}.nodes_freed[{j}]")
+    validate_finding(rec, where)
 
 
 # -- actions --------------------------------------------------------------------------------------
@@ -276,7 +152,7 @@ def _ref(ref: Any, where: str) -> tuple[str, str, str | None, str]:
     _keys(ref, ("apiVersion", "kind", "namespace", "name"), where)
     key = (ref.get("apiVersion"), ref.get("kind"))
     if not all(isinstance(k, str) for k in key) or key not in _GVK:
-        raise _bad(f"{where}.kind", f"{_show(ref.get('apiVersion'))} {_show(ref.get('kind'))} is not a kind "
+        raise _bad(f"{where}.kind", f"{show(ref.get('apiVersion'))} {show(ref.get('kind'))} is not a kind "
                                     f"gpuinsight changes")
     info = _GVK[key]  # type: ignore[index]
     name = _name(ref.get("name"), f"{where}.name")
@@ -330,14 +206,14 @@ def _observed(obs: Any, where: str) -> None:
     obs = _object(obs, where)
     _keys(obs, OBSERVED_KEYS, where)
     if obs.get("exists") not in (True, False, None):
-        raise _bad(f"{where}.exists", f"{_show(obs.get('exists'))} is not true, false or null")
+        raise _bad(f"{where}.exists", f"{show(obs.get('exists'))} is not true, false or null")
     _opt_str(obs.get("source"), f"{where}.source", re.compile(r"^[a-z]+$"), 20)
     _opt_str(obs.get("resourceVersion"), f"{where}.resourceVersion", re.compile(r"^[0-9A-Za-z._-]+$"), 100)
     if obs.get("generation") is not None:
         _int(obs["generation"], f"{where}.generation")
     for ptr in _object(obs.get("fields") or {}, f"{where}.fields"):
         if not POINTER.match(str(ptr)):
-            raise _bad(f"{where}.fields", f"{_show(ptr)} is not a JSON pointer")
+            raise _bad(f"{where}.fields", f"{show(ptr)} is not a JSON pointer")
 
 
 def _patch(ops: Any, where: str) -> None:
@@ -348,10 +224,10 @@ def _patch(ops: Any, where: str) -> None:
         op = _object(op, w)
         _keys(op, ("op", "path", "value"), w)
         if op.get("op") not in ("add", "remove", "replace", "test"):
-            raise _bad(f"{w}.op", f"{_show(op.get('op'))} is not add, remove, replace or test")
+            raise _bad(f"{w}.op", f"{show(op.get('op'))} is not add, remove, replace or test")
         path = op.get("path")
         if not isinstance(path, str) or not POINTER.match(path) or len(path) > 1000:
-            raise _bad(f"{w}.path", f"{_show(path)} is not a JSON pointer")
+            raise _bad(f"{w}.path", f"{show(path)} is not a JSON pointer")
         if path.split("/")[1] in ("apiVersion", "kind") or path in ("/metadata/name", "/metadata/namespace"):
             raise _bad(f"{w}.path", f"{path} identifies the object; a patch cannot change it")
         if op["op"] != "remove" and "value" not in op:
@@ -361,16 +237,16 @@ def _patch(ops: Any, where: str) -> None:
 def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
     if not isinstance(action, dict) or action.get("type") not in ACTION_TYPES:
         got = action.get("type") if isinstance(action, dict) else action
-        raise _bad(f"{where}.type", f"{_show(got)} is not one of {', '.join(ACTION_TYPES)}")
+        raise _bad(f"{where}.type", f"{show(got)} is not one of {', '.join(ACTION_TYPES)}")
     _keys(action, ACTION_KEYS, where)
     kind = action["type"]
     if action.get("phase", "note") not in PHASES:
-        raise _bad(f"{where}.phase", f"{_show(action.get('phase'))} is not one of {', '.join(PHASES)}")
+        raise _bad(f"{where}.phase", f"{show(action.get('phase'))} is not one of {', '.join(PHASES)}")
     for key in ("target", "description", "message"):
         if key in action:
             _text(action[key], f"{where}.{key}")
     if "recommendation" in action and rec_id is not None and action["recommendation"] != rec_id:
-        raise _bad(f"{where}.recommendation", f"{_show(action['recommendation'])} is not this recommendation's id")
+        raise _bad(f"{where}.recommendation", f"{show(action['recommendation'])} is not this recommendation's id")
     if "observed" in action and kind != "aws-eks":
         _observed(action["observed"], f"{where}.observed")
     if kind == "k8s-apply":
@@ -380,7 +256,7 @@ def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
     elif kind in ("k8s-patch", "manifest-patch"):
         _ref(action.get("ref"), f"{where}.ref")
         if action.get("patch_type", "json") != "json":
-            raise _bad(f"{where}.patch_type", f"{_show(action.get('patch_type'))} (only json)")
+            raise _bad(f"{where}.patch_type", f"{show(action.get('patch_type'))} (only json)")
         _patch(action.get("patch"), f"{where}.patch")
     elif kind == "k8s-label":
         _name(action.get("node"), f"{where}.node")
@@ -408,7 +284,7 @@ def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
         _opt_str(action.get("gang"), f"{where}.gang", GANG, 320)
     elif kind == "aws-eks":
         if action.get("call") not in EKS_CALLS:
-            raise _bad(f"{where}.call", f"{_show(action.get('call'))} is not one of {', '.join(EKS_CALLS)}")
+            raise _bad(f"{where}.call", f"{show(action.get('call'))} is not one of {', '.join(EKS_CALLS)}")
         args = _object(action.get("args"), f"{where}.args")
         _str(args.get("clusterName"), f"{where}.args.clusterName", EKS_NAME, 100)
         _str(args.get("nodegroupName"), f"{where}.args.nodegroupName", EKS_NAME, 63)
@@ -425,7 +301,7 @@ def check_recommendation(data: Any, where: str) -> None:
     data = _object(data, where)
     _keys(data, REC_KEYS, where)
     if data.get("rule") not in RULE_NAMES:
-        raise _bad(f"{where}.rule", f"unknown rule {_show(data.get('rule'))} (one of {', '.join(RULE_NAMES)})")
+        raise _bad(f"{where}.rule", f"unknown rule {show(data.get('rule'))} (one of {', '.join(RULE_NAMES)})")
     if "id" in data:
         _str(data["id"], f"{where}.id", REC_ID, 128)
     _opt_str(data.get("namespace"), f"{where}.namespace", DNS_LABEL, 63)
@@ -476,11 +352,11 @@ def _time(value: Any, where: str, now: datetime) -> datetime:
         when = value
     else:
         if not isinstance(value, str) or len(value) > 40:
-            raise _bad(where, f"{_show(value)} is not an ISO-8601 time")
+            raise _bad(where, f"{show(value)} is not an ISO-8601 time")
         try:
             when = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise _bad(where, f"{_show(value)} is not an ISO-8601 time") from None
+            raise _bad(where, f"{show(value)} is not an ISO-8601 time") from None
     aware = when if when.tzinfo else when.replace(tzinfo=UTC)
     if aware > now + FUTURE_SKEW:
         raise _bad(where, f"{aware.isoformat()} is in the future (now {now.isoformat(timespec='seconds')})")
@@ -622,7 +498,7 @@ def first_difference(reviewed: Any, given: Any, where: str = "") -> str | None:
             return f"{where}[{n}]: {'removed' if len(given) < len(reviewed) else 'added'}"
         return None
     if canonical(reviewed) != canonical(given):
-        return f"{where or 'plan'}: was {_show(reviewed)}, now {_show(given)}"
+        return f"{where or 'plan'}: was {show(reviewed)}, now {show(given)}"
     return None
 
 

@@ -22,8 +22,8 @@ import yaml
 
 from gpuinsight.actions import model
 from gpuinsight.actions.patching import get
-from gpuinsight.actions.planio import LABEL_KEY, LABEL_VALUE, QUANTITY
 from gpuinsight.errors import RuntimeFailure
+from gpuinsight.rules.typed import LABEL_KEY, LABEL_VALUE, QUANTITY
 
 # The Kubernetes API version whose schemas validate core objects: the one the pinned
 # ``kubernetes`` client (<36, i.e. 35.x) speaks, Kubernetes 1.35.

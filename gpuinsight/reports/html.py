@@ -27,6 +27,7 @@ from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
 from gpuinsight.reports.tables import has_groups, monthly_factor, waste_table
 from gpuinsight.reports.upload import upload_files
+from gpuinsight.rules.production import with_production
 
 __all__ = ["MAX_TABLE_ROWS", "Report", "ReportSource", "build_report", "chart_spec", "price_note", "render_html",
            "write_images", "write_report"]
@@ -71,7 +72,8 @@ def build_report(gi: ReportSource, plan: Any = None) -> Report:
         ("waste-by-namespace", charts.waste_over_time(gi.query("waste_hourly_by", by="namespace"), by="namespace")),
         ("waste-by-queue", charts.waste_over_time(gi.query("waste_hourly_by", by="queue"), by="queue")),
         ("utilization-heatmap", charts.utilization_heatmap(gi.query("gpu_heatmap"))),
-        ("mig-fit", charts.mig_fit(gi.query("workload_gpu_profile"), gi.query("mig_catalog"))),
+        ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), (getattr(
+            getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
     ]

@@ -48,7 +48,9 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
     on_mig = df.filter(pl.col("gpu_model").is_in(list(models))) if not df.is_empty() else df
     if on_mig.is_empty():
         return placeholder(title, "no workloads on MIG-capable GPUs (A30, A100, H100, H200) in the data")
-    on_mig = on_mig.with_columns(
+    from gpuinsight.rules.production import with_production  # production is a rule setting, not SQL
+
+    on_mig = with_production(on_mig).with_columns(
         pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64)
     ).with_columns(
         pl.coalesce("sm_p95", "gr_p95").alias("sm"),

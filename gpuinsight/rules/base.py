@@ -1,18 +1,24 @@
 """The rule interface and the recommendation object (design.md, "Recommendation objects").
 
 A rule is a pure function of DataFrames: it names the SQL models it needs, declares its
-settings (with defaults and help, shown by the CLI), and turns frames into recommendations.
-Rules never talk to Prometheus, Kubernetes or AWS.
+settings (with defaults and help, shown by the CLI), the finding kinds it emits (each with its
+action builder and the typed schema of its ``proposed`` / ``target``), and turns frames into
+recommendations, claiming what it saves in the plan's savings ledger. Rules never talk to
+Prometheus, Kubernetes or AWS.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from gpuinsight.rules.context import PlanContext
+    from gpuinsight.rules.typed import Schema
 
 RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
 HOURS_PER_MONTH = 730.0
@@ -59,10 +65,10 @@ class Recommendation:
         self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The contract's object; its nested values are this recommendation's own (not copies)."""
         order = ["id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
                  "monthly_savings_usd", "confidence", "evidence", "actions", "target"]
-        return {k: d[k] for k in order}
+        return {k: getattr(self, k) for k in order}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Recommendation:
@@ -76,13 +82,32 @@ def stable_id(rule: str, *parts: str | None) -> str:
     return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+@dataclass(frozen=True)
+class FindingKind:
+    """One kind of finding (the ``rule`` field of a recommendation) and everything about it:
+    the module that builds its actions (``refs(rec, state)`` and ``build(rec, state)``), the
+    schemas of its ``proposed`` and ``target``, and the basis of its saving."""
+
+    name: str
+    builder: str
+    proposed: type[Schema]
+    target: type[Schema]
+    saving_basis: str
+
+    def validate(self, rec: dict[str, Any], where: str) -> None:
+        """Check a recommendation (as read from a plan file) against this kind's schemas."""
+        self.proposed.check(rec.get("proposed") or {}, f"{where}.proposed")
+        self.target.check(rec.get("target") or {}, f"{where}.target")
+
+
 class Rule:
-    """Subclass per rule: set ``name``, ``needs`` (SQL model names) and ``settings``."""
+    """Subclass per rule: set ``name``, ``needs`` (SQL model names), ``settings`` and ``kinds``."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     needs: ClassVar[tuple[str, ...]]
     settings: ClassVar[tuple[Setting, ...]] = ()
+    kinds: ClassVar[tuple[FindingKind, ...]] = ()
 
     @classmethod
     def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -93,7 +118,8 @@ class Rule:
             raise ValueError(f"rule {cls.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
         return {s.name: s.coerce(overrides.get(s.name, s.default)) for s in cls.settings}
 
-    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+                 ctx: PlanContext) -> list[Recommendation]:
         raise NotImplementedError
 
 
@@ -105,10 +131,21 @@ class Plan:
     window: tuple[datetime | None, datetime | None]
     recommendations: list[Recommendation]
     notes: list[str] = field(default_factory=list)
+    # the fleet's monthly spend the savings ledger checked the plan against (None: not known)
+    spend_monthly_usd: float | None = None
 
     @property
     def total_monthly_savings_usd(self) -> float:
         return round(sum(r.monthly_savings_usd for r in self.recommendations), 2)
+
+    @property
+    def savings_by_basis(self) -> dict[str, float]:
+        """Monthly savings per ``evidence.saving_basis``: nodes released, GPUs returned, ..."""
+        out: dict[str, float] = {}
+        for r in self.recommendations:
+            basis = str(r.evidence.get("saving_basis") or "unknown")
+            out[basis] = round(out.get(basis, 0.0) + r.monthly_savings_usd, 2)
+        return out
 
     def to_json_obj(self) -> list[dict[str, Any]]:
         """The fixed interface: a JSON array of recommendation objects."""

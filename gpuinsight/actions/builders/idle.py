@@ -1,4 +1,9 @@
-"""idle: scale an idle workload to zero (suspend a CronJob; a note for kinds that cannot scale)."""
+"""idle: scale an idle workload to zero (suspend a CronJob; a note for kinds that cannot scale).
+
+Periodic work (``proposed.reason == "periodic"``) is not removed: it gets a note with the UTC
+hours to keep it running (scale it to zero in between with a cron-driven scaler, or run it as
+a CronJob); nothing is changed for it automatically.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,11 @@ def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
 
 def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     ref = workload_ref(rec, rec.target)
+    if rec.proposed.get("reason") == "periodic":
+        hours = (rec.proposed.get("schedule") or {}).get("active_hours_utc") or []
+        return [model.note(f"{ref.key} works only at UTC hours {', '.join(str(h) for h in hours)}: keep it "
+                           f"running then and scale it to zero in between (a cron-triggered autoscaler such as "
+                           f"a KEDA cron ScaledObject, or run it as a CronJob); not changed automatically", ref.key)]
     if ref.kind == "CronJob":
         cfg = ref.skeleton() | {"spec": {"suspend": True}}
         observed = state.observe(ref, ["/spec/suspend"])
