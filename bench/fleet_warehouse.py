@@ -13,9 +13,10 @@ into the files a benchmark starts from, so every contender reads the same bytes:
   queue rules have their inputs.
 
 A ``manifest.json`` records what was generated; a folder whose manifest matches is reused.
-``load_fleet`` loads those files through the product's own paths: the idempotent ``merge`` of
-the warehouse with the hourly rollup rebuilt per batch in the same transaction (what a
-collector does as samples arrive), and the kubectl dump loader.
+``load_fleet`` loads those files through the product's own paths: the warehouse's ``merge``
+for the inventory, each day's samples appended (or merged by the collectors' natural key) with
+the hourly rollup of its hours rebuilt in the same transaction (what a collector does as
+samples arrive), and the kubectl dump loader.
 """
 
 from __future__ import annotations
@@ -170,29 +171,43 @@ def load_inventory(g: GpuInsight, files: FleetFiles) -> dict[str, int]:
     return rows
 
 
-def load_samples(g: GpuInsight, files: FleetFiles, *, on_batch=None) -> dict[str, int]:
-    """Each day's samples as one transaction: idempotent merge, then the hourly rollup of its hours."""
+def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None) -> dict[str, int]:
+    """Each day's samples in one transaction with the hourly rollup of its hours (as they arrive).
+
+    ``append`` inserts the Parquet file as it is (a bulk import of clean files into a new
+    warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
+    (de-duplicated, idempotent: what ``collect`` does with every batch).
+    """
     from gpuinsight.sources.series import SAMPLE_KEY
     from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0}
     for path in files.samples:
-        frame = pl.read_parquet(path)
         with g.wh.transaction() as con:
-            rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con, replace_on=SAMPLE_KEY[:4])
-            rows["gpu_hourly"] += rebuild_gpu_hourly(con, frame.select("ts"))
-        del frame
+            if mode == "merge":
+                frame = pl.read_parquet(path)
+                rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con,
+                                                  replace_on=SAMPLE_KEY[:4])
+                span = frame.select("cluster", "ts").unique()
+                del frame
+            else:
+                con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+                span = con.sql("SELECT cluster, min(ts) AS lo, max(ts) AS hi, count(*) AS n FROM read_parquet(?) "
+                               "GROUP BY cluster", params=[str(path)]).pl()
+                rows["gpu_samples"] += int(span["n"].sum())
+                span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
+            rows["gpu_hourly"] += rebuild_gpu_hourly(con, span)
         if on_batch is not None:
             on_batch(path, rows)
     return rows
 
 
-def load_fleet(g: GpuInsight, files: FleetFiles, *, on_batch=None) -> dict[str, int]:
+def load_fleet(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None) -> dict[str, int]:
     """Everything, in the order a real collection runs: inventory, samples, then the kubectl dumps."""
     from gpuinsight.sources.kubernetes import load_dump_dir
 
     rows = load_inventory(g, files)
-    rows.update(load_samples(g, files, on_batch=on_batch))
+    rows.update(load_samples(g, files, mode=mode, on_batch=on_batch))
     if files.kubectl.is_dir():
         report = load_dump_dir(g.wh, g.config, files.kubectl)
         for table, n in report.rows.items():

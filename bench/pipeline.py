@@ -7,9 +7,9 @@ NodePools and PDBs as kubectl dumps, so every rule has its inputs. It is generat
 ``--workdir`` (reused when it matches; generation is not a pipeline stage) and then each stage
 runs in a fresh child process, so its wall time and peak RSS (``wait4`` of that child) are its own:
 
-1. load: a new warehouse; nodes, pod history and prices merged; each day's samples merged and
-   its hours rolled up in one transaction (as a collector does); the kubectl dumps loaded by
-   the dump loader;
+1. load: a new warehouse; nodes, pod history and prices merged; each day's samples appended
+   (``--load merge``: merged by the collectors' natural key) and its hours rolled up in the same
+   transaction (as a collector does); the kubectl dumps loaded by the dump loader;
 2. models: every materialized SQL model rebuilt;
 3. recommend: ``gpuinsight recommend --format json`` (rules, actions, the plan stored);
 4. report: ``gpuinsight report --out report.html``;
@@ -38,12 +38,13 @@ sys.path.insert(0, str(HERE.parent))
 TARGETS = {"total_s": 300.0, "peak_gb": 8.0, "recommend_s": 20.0, "report_s": 30.0, "report_mb": 3.0}
 
 
-def stage_load(db: Path, files_root: Path) -> dict:
+def stage_load(db: Path, files_root: Path, mode: str) -> dict:
     from bench.fleet_warehouse import FleetFiles, load_fleet, open_for
 
     files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
     with open_for(db, files) as g:
-        rows = load_fleet(g, files)
+        rows = load_fleet(g, files, mode=mode, on_batch=lambda path, rows: print(
+            f"  load: {path.name} done, {rows['gpu_samples']:,} rows", file=sys.stderr, flush=True))
     return {"rows": rows["gpu_samples"], "detail": rows}
 
 
@@ -80,12 +81,15 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=30)
     ap.add_argument("--interval", type=int, default=300)
     ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
+    ap.add_argument("--load", choices=["append", "merge"], default="append",
+                    help="samples appended from the Parquet files (a bulk import; default) or merged by the "
+                         "collectors' natural key (de-duplicating, idempotent)")
     ap.add_argument("--stage", choices=["load", "models"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.stage == "load":
-        print(json.dumps(stage_load(a.db, a.files)))
+        print(json.dumps(stage_load(a.db, a.files, a.load)))
         return
     if a.stage == "models":
         print(json.dumps(stage_models(a.db)))
@@ -111,7 +115,7 @@ def main() -> None:
         me = [sys.executable, __file__, "--db", str(db), "--files", str(root)]
         results: dict[str, dict] = {}
 
-        r = run_stage("load", [*me, "--stage", "load"], tmp)
+        r = run_stage("load", [*me, "--stage", "load", "--load", a.load], tmp)
         info = json.loads(r["stdout"].strip().splitlines()[-1])
         r["rows"], r["what"] = info["rows"], (
             f"gpu_samples; gpu_hourly {info['detail']['gpu_hourly']:,}, pods {info['detail']['pods']:,}, "

@@ -63,11 +63,8 @@ def _peak_mb() -> float:
 
 # ------------------------------------------------------------------------------------ DuckDB
 def run_duckdb(files_root: Path, out: Path, threads: int | None) -> dict:
-    import polars as pl
-
     import gpuinsight as gi
-    from bench.fleet_warehouse import FleetFiles
-    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+    from bench.fleet_warehouse import FleetFiles, load_inventory, load_samples
 
     files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
     db = out / "bench.duckdb"
@@ -76,16 +73,9 @@ def run_duckdb(files_root: Path, out: Path, threads: int | None) -> dict:
     if threads:
         g.wh.con.execute(f"SET threads = {int(threads)}")
     used_threads = g.wh.con.execute("SELECT current_setting('threads')").fetchone()[0]
-    with g.wh.transaction() as con:
-        for table in ("nodes", "pods", "prices"):
-            con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM read_parquet(?)', [str(files.inventory(table))])
+    load_inventory(g, files)
     phases = {"inventory": time.perf_counter() - t0}
-    for path in files.samples:
-        with g.wh.transaction() as con:
-            con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM read_parquet(?)", [str(path)])
-            bounds = pl.DataFrame({"ts": list(con.execute(
-                "SELECT min(ts), max(ts) FROM read_parquet(?)", [str(path)]).fetchone())})
-            rebuild_gpu_hourly(con, bounds)
+    load_samples(g, files, mode="append")
     phases["load+rollup"] = time.perf_counter() - t0 - sum(phases.values())
     g.refresh()
     phases["models"] = time.perf_counter() - t0 - sum(phases.values())

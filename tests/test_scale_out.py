@@ -191,3 +191,26 @@ def test_lake_on_s3_is_queried_in_place(s3: tuple[str, object], tmp_path: Path,
     assert stale not in keys_after and keys_after == keys
     assert open_lake("s3://lake/gpuinsight", endpoint_url=url).execute(
         "SELECT count(*) FROM gpu_samples WHERE cluster = 'east'").fetchone() == (2 * 30 * 12,)
+
+
+def test_rollup_of_one_cluster_leaves_the_others_alone(tmp_path: Path) -> None:
+    import polars as pl
+
+    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        for cluster, gr in (("east", 0.25), ("west", 0.75)):
+            f = MiniFleet(cluster=cluster)
+            f.series("n1", 0, "p1", "ml", gr, end=T0 + timedelta(hours=2))
+            f.load(wh)
+        before = wh.sql("SELECT * FROM gpu_hourly WHERE cluster = 'west' ORDER BY hour")
+        assert before.height == 2
+        # west's samples change under a stale rollup; a rebuild for east's batch must not touch west
+        wh.con.execute("UPDATE gpu_samples SET gr_active = 0 WHERE cluster = 'west'")
+        with wh.transaction() as con:
+            n = rebuild_gpu_hourly(con, pl.DataFrame({"cluster": ["east"], "ts": [T0]}))
+        assert n == 1
+        assert wh.sql("SELECT * FROM gpu_hourly WHERE cluster = 'west' ORDER BY hour").equals(before)
+        with wh.transaction() as con:  # without a cluster column: every cluster's hour
+            assert rebuild_gpu_hourly(con, pl.DataFrame({"ts": [T0]})) == 2
+        assert wh.sql("SELECT gr_active_avg FROM gpu_hourly WHERE cluster = 'west' AND hour = ?", [T0]).item() == 0
