@@ -132,7 +132,8 @@ def write_fleet_files(root: Path, gpus: int, days: float, interval_s: int, *, se
     manifest = root / "manifest.json"
     if manifest.is_file():
         meta = json.loads(manifest.read_text())
-        if {k: meta.get(k) for k in want} == want:
+        same = all(meta.get(k) == v for k, v in want.items() if k != "dumps")
+        if same and (meta.get("dumps") or not dumps):  # a fleet with dumps serves one without
             return FleetFiles(root, meta)
     t0 = time.perf_counter()
     spec = FleetSpec.for_gpus(gpus, days=days, interval_s=interval_s, seed=seed)
