@@ -172,19 +172,29 @@ def load_inventory(g: GpuInsight, files: FleetFiles) -> dict[str, int]:
     return rows
 
 
-def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None) -> dict[str, int]:
+def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None,
+                 cpu: dict[str, float] | None = None) -> dict[str, int]:
     """Each day's samples in one transaction with the hourly rollup of its hours (as they arrive).
 
     ``append`` inserts the Parquet file as it is (a bulk import of clean files into a new
     warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
-    (de-duplicated, idempotent: what ``collect`` does with every batch).
+    (de-duplicated, idempotent: what ``collect`` does with every batch). ``cpu`` collects the
+    process CPU seconds spent storing samples and rolling them up.
     """
+    import resource
+
+    def cpu_now() -> float:
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime
+
+    spent = cpu if cpu is not None else {}
     from gpuinsight.sources.series import SAMPLE_KEY
     from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0}
     for path in files.samples:
         with g.wh.transaction() as con:
+            c0 = cpu_now()
             if mode == "merge":
                 frame = pl.read_parquet(path)
                 rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con,
@@ -197,7 +207,10 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
                                "GROUP BY cluster", params=[str(path)]).pl()
                 rows["gpu_samples"] += int(span["n"].sum())
                 span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
+            c1 = cpu_now()
             rows["gpu_hourly"] += rebuild_gpu_hourly(con, span)
+            spent["store"] = spent.get("store", 0.0) + c1 - c0
+            spent["rollup"] = spent.get("rollup", 0.0) + cpu_now() - c1
         if on_batch is not None:
             on_batch(path, rows)
     return rows
