@@ -148,6 +148,7 @@ def open_lake(root: str, *, endpoint_url: str | None = None, region: str | None 
 
     filesystem, base = _lake_filesystem(root, endpoint_url, region)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # no bar on stdout (see warehouse.db.connect)
     found = 0
     for table, day_col in TABLES.items():
         where = f"{base}/{table}"
