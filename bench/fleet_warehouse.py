@@ -21,6 +21,7 @@ samples arrive), and the kubectl dump loader.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from dataclasses import dataclass
@@ -39,6 +40,14 @@ if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
 
 FORMAT = 2  # bump when the files' shape changes, so cached folders are rebuilt
+
+
+def add_fleet_args(ap: argparse.ArgumentParser, *, gpus: int, days: float, interval: int) -> None:
+    """The options every bench takes to choose (and cache) its generated fleet."""
+    ap.add_argument("--gpus", type=int, default=gpus)
+    ap.add_argument("--days", type=float, default=days)
+    ap.add_argument("--interval", type=int, default=interval, help="sample step in seconds")
+    ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
 
 
 def _ts(col: str) -> pl.Expr:
@@ -249,8 +258,6 @@ def build_warehouse(db: Path, files: FleetFiles) -> dict[str, float]:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for the fleet's files")
     ap.add_argument("--gpus", type=int, default=1000)

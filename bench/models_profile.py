@@ -89,11 +89,10 @@ def profile_operators(con, sql: str, params: dict, out: Path, top: int = 5) -> t
 
 
 def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=200)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--interval", type=int, default=60)
-    ap.add_argument("--workdir", type=Path)
+    add_fleet_args(ap, gpus=200, days=30, interval=60)
     a = ap.parse_args()
 
 

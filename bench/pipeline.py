@@ -78,11 +78,10 @@ def _dir_size(path: Path) -> int:
 
 
 def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=10_000)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--interval", type=int, default=300)
-    ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
+    add_fleet_args(ap, gpus=10_000, days=30, interval=300)
     ap.add_argument("--load", choices=["append", "merge"], default="append",
                     help="samples appended from the Parquet files (a bulk import; default) or merged by the "
                          "collectors' natural key (de-duplicating, idempotent)")

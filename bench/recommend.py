@@ -47,11 +47,10 @@ def child(db: Path) -> dict:
 
 
 def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=10_000)
-    ap.add_argument("--days", type=float, default=7)
-    ap.add_argument("--interval", type=int, default=300)
-    ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
+    add_fleet_args(ap, gpus=10_000, days=7, interval=300)
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:

@@ -347,11 +347,10 @@ def compare(d: Path, p: Path) -> dict[str, str]:
 
 
 def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=1000)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--interval", type=int, default=60)
-    ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
+    add_fleet_args(ap, gpus=1000, days=30, interval=60)
     ap.add_argument("--only", choices=["default", "single"], help="run one thread setting only")
     ap.add_argument("--child", choices=["duckdb", "pandas"])
     ap.add_argument("--files", type=Path)
