@@ -51,6 +51,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_fleet_args(ap, gpus=10_000, days=7, interval=300)
+    ap.add_argument("--db", type=Path, help="an existing warehouse to run on (skips generating and loading)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -59,12 +60,14 @@ def main() -> None:
     from bench.fleet_warehouse import build_warehouse, write_fleet_files
 
     with tempfile.TemporaryDirectory(prefix="gi-bench-") as tmp:
-        files = write_fleet_files(a.workdir or Path(tmp) / "fleet", a.gpus, a.days, a.interval)
-        db = Path(tmp) / "bench.duckdb"
-        info = build_warehouse(db, files)
-        print(f"fleet: {files.gpus:,} GPUs, {a.days:g} days at {a.interval} s, {files.sample_rows:,} sample rows, "
-              f"{files.meta['pods']:,} pods, Volcano objects from kubectl dumps "
-              f"(load {info['load_s']:.1f} s, models {info['refresh_s']:.1f} s)")
+        db = a.db
+        if db is None:
+            files = write_fleet_files(a.workdir or Path(tmp) / "fleet", a.gpus, a.days, a.interval)
+            db = Path(tmp) / "bench.duckdb"
+            info = build_warehouse(db, files)
+            print(f"fleet: {files.gpus:,} GPUs, {a.days:g} days at {a.interval} s, {files.sample_rows:,} sample rows, "
+                  f"{files.meta['pods']:,} pods, Volcano objects from kubectl dumps "
+                  f"(load {info['load_s']:.1f} s, models {info['refresh_s']:.1f} s)")
         res = subprocess.run([sys.executable, __file__, "--child", str(db)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SystemExit(res.stderr[-3000:])
