@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from gpuinsight.errors import BadInput, RuntimeFailure
-from gpuinsight.warehouse.db import Warehouse
+from gpuinsight.warehouse.db import Warehouse, without_progress_bar
 
 # table -> timestamp column that gives the day partition (None: partition by cluster only)
 TABLES: dict[str, str | None] = {
@@ -147,8 +147,7 @@ def open_lake(root: str, *, endpoint_url: str | None = None, region: str | None 
     from pyarrow import fs as pafs
 
     filesystem, base = _lake_filesystem(root, endpoint_url, region)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # no bar on stdout (see warehouse.db.connect)
+    con = without_progress_bar(duckdb.connect())
     found = 0
     for table, day_col in TABLES.items():
         where = f"{base}/{table}"
