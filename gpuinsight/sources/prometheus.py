@@ -81,7 +81,9 @@ class PrometheusSource:
         self.lag = lag
         self.on_commit = on_commit
         self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2))
-        self.scope = self.client.where
+        # the cursor is per shard: clusters collected from one Thanos/Mimir with --match each
+        # resume from their own point
+        self.scope = self.client.where + (promql.selector(None, self.matchers) if self.matchers else "")
         self.generation_notes: list[str] = []
         self.refiner: Refiner | None = None
 
@@ -177,7 +179,7 @@ class PrometheusSource:
             report.notes.append("window shorter than one step: nothing to collect")
             return report
         chunks = self.plan(t0, t1, step, raw)
-        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
+        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where}, "plan": self.last_plan}
         batches = self._batches(chunks, step)
         if self.refiner is not None:  # steps showing a reading that is not a measurement: read again, filtered
             batches = self.refiner.refine_all(batches)

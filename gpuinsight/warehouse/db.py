@@ -37,7 +37,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         first = str(exc).splitlines()[0]
         if "not a valid DuckDB database" in first:
@@ -45,6 +45,17 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise RuntimeFailure(f"{path}: cannot open warehouse: {first}") from exc
     except duckdb.Error as exc:
         raise BadInput(f"{path}: not a DuckDB warehouse: {exc}") from exc
+    return without_progress_bar(con)
+
+
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """DuckDB's own progress bar writes to stdout during long queries, which corrupts
+    `recommend --format json` and friends (gpuinsight.progress reports on a terminal instead).
+    Under Jupyter DuckDB refuses to change the setting without ipywidgets, and draws no text
+    bar there anyway: then it is left as it is."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("SET enable_progress_bar = false")
+    return con
 
 
 class Warehouse:

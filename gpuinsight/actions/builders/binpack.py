@@ -188,14 +188,32 @@ def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], bat
             raise fail(rec, "proposed.nodes_freed", f"node {node} keeps GPU pods {', '.join(stay)}")
 
 
+def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[str, str]], int]]:
+    """Each PDB with the pods it covers and the disruptions it allows, computed once per plan:
+    every binpack recommendation checks the same PDBs against the same pods (at fleet scale,
+    recomputing it per recommendation was PDBs x pods x recommendations selector matches)."""
+    key = (id(state.pods), len(state.pods), id(state.pdbs), len(state.pdbs))
+    cached = state.planned.get("binpack.pdb_coverage")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    by_ns: dict[str, list[dict[str, Any]]] = {}
+    for p in state.pods:
+        by_ns.setdefault(p["namespace"], []).append(p)
+    out = []
+    for pdb in state.pdbs:
+        covered = [p for p in by_ns.get(pdb["namespace"], [])
+                   if selector_matches(pdb.get("selector") or {}, p.get("labels") or {})]
+        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
+        out.append((pdb, {(p["namespace"], p["name"]) for p in covered},
+                    allowed_disruptions(pdb, len(covered), healthy)))
+    state.planned["binpack.pdb_coverage"] = (key, out)
+    return out
+
+
 def _check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
     moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
-    for pdb in state.pdbs:
-        covered = [p for p in state.pods if p["namespace"] == pdb["namespace"]
-                   and selector_matches(pdb.get("selector") or {}, p.get("labels") or {})]
-        evicted = [p for p in covered if (p["namespace"], p["name"]) in moved]
-        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
-        allowed = allowed_disruptions(pdb, len(covered), healthy)
+    for pdb, covered, allowed in _pdb_coverage(state):
+        evicted = covered & moved
         if len(evicted) > allowed:
             raise fail(rec, "proposed.moves", f"would evict {len(evicted)} pods covered by PodDisruptionBudget "
                                               f"{pdb['namespace']}/{pdb['name']}, which allows {allowed}")
