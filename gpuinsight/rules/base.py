@@ -153,5 +153,7 @@ class Plan:
 
     @staticmethod
     def new_id(now: datetime | None = None) -> str:
-        now = now or datetime.now(UTC)
-        return "plan-" + now.strftime("%Y%m%dT%H%M%SZ")
+        """``plan-YYYYMMDD-HHMMSS`` (UTC): lower case, so it is a valid id (``^[a-z0-9-]+$``),
+        file name and label value as it is."""
+        now = (now or datetime.now(UTC)).astimezone(UTC)
+        return "plan-" + now.strftime("%Y%m%d-%H%M%S")
