@@ -34,6 +34,7 @@ from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
 from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, show
 from gpuinsight.rules.typed import resource_list as check_resource_list
+from gpuinsight.textfile import decode_utf8
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
@@ -405,11 +406,10 @@ def read_plan_data(source: str | Path) -> tuple[str, Any]:
         size = path.stat().st_size
         if size > MAX_PLAN_BYTES:
             raise BadInput(f"{path}: {size} bytes is too large for a plan (at most {MAX_PLAN_BYTES})")
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read plan: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = decode_utf8(data, str(path))
     return str(path), parse_json(text, str(path))
 
 
