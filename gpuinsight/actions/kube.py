@@ -14,7 +14,7 @@ from typing import Any
 from gpuinsight.actions.model import FIELD_MANAGER
 from gpuinsight.actions.refs import KindInfo, Ref, kind_info
 from gpuinsight.errors import RuntimeFailure
-from gpuinsight.k8sclient import kubernetes
+from gpuinsight.imports import kubernetes
 
 CONTENT_TYPES = {
     "apply": "application/apply-patch+yaml",

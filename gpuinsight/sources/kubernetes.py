@@ -19,7 +19,7 @@ import orjson
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
-from gpuinsight.k8sclient import kubernetes
+from gpuinsight.imports import kubernetes
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.k8s.common import MapContext, utcnow
 from gpuinsight.sources.k8s.dumpfile import find_dump, read_objects
