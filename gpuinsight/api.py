@@ -79,8 +79,11 @@ class GpuInsight:
 
     def refresh(self) -> list[str]:
         """Rebuild the materialized models from the loaded data, atomically."""
-        with self.wh.transaction() as con:
-            return self.registry.refresh(con)
+        try:
+            with self.wh.transaction() as con:
+                return self.registry.refresh(con)
+        finally:
+            self.wh.schema_changed()  # the model tables were created anew
 
     # -- loading ---------------------------------------------------------------------------
     def load_sample(self, folder: Path | None = None) -> list[LoadReport]:

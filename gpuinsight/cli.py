@@ -170,6 +170,9 @@ def main(debug: bool, db: Path | None) -> None:
     Collect DCGM metrics and scheduling history into DuckDB, see where GPU money goes,
     and get (and safely apply) changes that save it.
     """
+    from gpuinsight.imports import without_iri_grammars
+
+    without_iri_grammars()  # seconds of CPU for formats no schema here uses (gpuinsight/imports.py)
 
 
 # -- demo --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 
 from gpuinsight.api import GpuInsight
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.rules.base import Plan, target_of
 
 
 def load_settings(config_file: Path | None, sets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -42,8 +42,7 @@ def plan_table(plan: Plan) -> str:
         return "no recommendations"
     rows = [("saving/mo", "rule", "target", "confidence", "title")]
     for r in plan.recommendations:
-        target = r.queue if r.rule == "queue" else (r.node if r.rule == "binpack" else f"{r.namespace}/{r.workload}")
-        rows.append((f"${r.monthly_savings_usd:,.0f}", r.rule, str(target), f"{r.confidence:.2f}", r.title))
+        rows.append((f"${r.monthly_savings_usd:,.0f}", r.rule, target_of(r), f"{r.confidence:.2f}", r.title))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(row[i].ljust(widths[i]) if i else row[i].rjust(widths[i]) for i in range(4)) + "  " + row[4]
              for row in rows]

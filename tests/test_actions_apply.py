@@ -17,10 +17,12 @@ import pytest
 
 from gpuinsight.actions import ApplyFailed, Kube, apply_plan, attach_actions, rollback
 from gpuinsight.actions.audit import rows
+from gpuinsight.actions.patching import json_patch
+from gpuinsight.actions.validate import validate_action
 from gpuinsight.errors import BadInput, NotFound
 from gpuinsight.rules.base import Plan, Recommendation
 from gpuinsight.warehouse import Warehouse
-from tests.k8s_apply_server import ApplyKubeAPI, live_state, seeded
+from tests.k8s_apply_server import ApplyKubeAPI, live_state, schemas_for, seeded
 from tests.test_actions_builders import CRDS, all_recs, binpack_rec, idle_rec, mig_rec, queue_rec
 
 PHASE_OF_PATH = [("/configmaps/", 0), ("/queues/", 0), ("/nodepools/", 1), ("/nodes/", 2), ("/deployments/", 3),
@@ -139,6 +141,40 @@ def test_apply_dry_runs_everything_first_then_applies_in_order_and_rolls_back(ap
     assert [r["status"] for r in rows(wh, plan.plan_id) if r["operation"] == "drain"] == ["irreversible"]
     with pytest.raises(NotFound, match="nothing applied to roll back"):
         rollback(plan.plan_id, Kube(api.client()), wh)
+
+
+def test_changes_to_a_submitted_volcano_job_are_for_its_manifest(api: ApplyKubeAPI, wh: Warehouse) -> None:
+    """MIG, sharing and idle findings on a Volcano Job: its webhook refuses every spec change but
+    minAvailable and replicas, so the job's step is a patch for its manifest (or a note) and the
+    apply changes only the node and the device-plugin config, through the strict server."""
+    job = {"kind": "VolcanoJob", "namespace": "training", "name": "llm-train"}
+    mig = mig_rec()
+    mig.target, mig.namespace, mig.workload = job, "training", "llm-train"
+    group = [job, {"kind": "Deployment", "namespace": "prod-search", "name": "embedder"}]
+    mps = Recommendation(rule="mps", title="share an L4", namespace="training", workload="llm-train",
+                         target={"kind": "SharedGroup", "workloads": group, "member": job},
+                         proposed={"sharing": "mps", "replicas": 2, "node": "l4-1", "config_name": "mps-2x"})
+    plan = make_plan(api, [mig, mps, idle_rec("VolcanoJob", "training", "llm-train")])
+    before = snapshot(api)
+    manifest = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", **before[("jobs", "training", "llm-train")]}
+    result = apply_plan(plan, Kube(api.client()), wh)
+    assert [s.target for s in result.steps] == ["ConfigMap/gpu-operator/device-plugin-config", "Node/h100-1",
+                                                "Node/l4-1"]
+    assert snapshot(api)[("jobs", "training", "llm-train")] == before[("jobs", "training", "llm-train")]
+    assert api.get_obj("nodes", None, "h100-1")["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
+    mig_step, pin, idle = (next(a for a in r.actions if a["target"] == "VolcanoJob/training/llm-train")
+                           for r in plan.recommendations)
+    assert mig_step["type"] == pin["type"] == "manifest-patch" and "resubmit" in mig_step["description"]
+    worker = json_patch(manifest, mig_step["patch"])["spec"]["tasks"][0]["template"]["spec"]
+    assert worker["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-1g.10gb": 4},
+                                                    "requests": {"nvidia.com/mig-1g.10gb": 4}}
+    assert worker["nodeSelector"] == {"nvidia.com/mig.config": "all-1g.10gb"}
+    shared = json_patch(manifest, pin["patch"])["spec"]["tasks"][0]["template"]["spec"]
+    assert shared["nodeSelector"] == {"nvidia.com/device-plugin.config": "mps-2x"}
+    schemas = schemas_for(CRDS)
+    assert validate_action(mig_step, schemas, manifest) == validate_action(pin, schemas, manifest) == []
+    assert idle["type"] == "note" and "vcctl job suspend -n training -N llm-train" in idle["message"]
+    assert "kubectl get vcjob -n training llm-train -o yaml > llm-train.yaml" in idle["message"]
 
 
 def test_a_conflict_in_the_dry_run_changes_nothing(api: ApplyKubeAPI, wh: Warehouse) -> None:

@@ -265,6 +265,24 @@ def test_spot_deployment_keeps_its_tolerations_and_an_unobserved_spec_is_not_gue
     assert step["type"] == "note" and "spec was not observed" in step["message"]
 
 
+def test_pinning_never_replaces_tolerations_it_has_not_seen(state: Any) -> None:
+    """Server-side apply replaces ``tolerations`` as a whole: with the pod template unknown (what
+    the warehouse holds), pinning with a toleration is a note, never a list of only the new one;
+    a nodeSelector alone (a map, merged key by key) is still applied."""
+    from gpuinsight.actions.builders.common import pin_workload
+
+    ref = Ref("Deployment", "prod-search", "embedder")
+    state.known[ref.key] = ("/metadata",)  # seen, but not its pod template
+    toleration = {"key": "gpuinsight.io/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    step = pin_workload(state, ref, {"pool": "spot"}, [toleration], "run on spot")
+    assert step["type"] == "note" and "spec was not observed" in step["message"]
+    del state.objects[ref.key]  # not seen at all
+    assert pin_workload(state, ref, {"pool": "spot"}, [toleration], "run on spot")["type"] == "note"
+    only_selector = pin_workload(state, ref, {"pool": "spot"}, None, "share a GPU")
+    assert only_selector["type"] == "k8s-apply"
+    assert only_selector["object"]["spec"] == {"template": {"spec": {"nodeSelector": {"pool": "spot"}}}}
+
+
 def test_spot_needs_the_on_demand_pool(state: Any) -> None:
     rec = spot_rec()
     rec.proposed["from_node_pool"] = "nope"

@@ -203,3 +203,38 @@ def test_cli_glue_apply_and_rollback_through_a_kubeconfig(tmp_path: Path, monkey
             text = rollback_from_cli(gi, "plan-cli", context="fake")
             assert text.endswith("plan-cli: 6 rolled-back")
             assert api.get_obj("queues", None, "research")["spec"]["weight"] == 4
+
+
+def _node(name: str, labels: dict[str, str], gpus: str = "8") -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels,
+                                                            "creationTimestamp": "2026-01-05T00:00:00Z"},
+            "status": {"capacity": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpus}}}
+
+
+def test_dumped_nodes_read_like_the_warehouse_on_every_platform(tmp_path: Path) -> None:
+    """The builders' view of a dumped (or live) Node is what the sources store for it: one
+    reading of the pool label of every platform, the capacity type and physical GPUs."""
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    nodes = [
+        _node("gke-1", {**product, "cloud.google.com/gke-nodepool": "a100-pool", "cloud.google.com/gke-spot": "true"}),
+        _node("aks-1", {**product, "kubernetes.azure.com/agentpool": "gpupool",
+                        "kubernetes.azure.com/scalesetpriority": "spot"}),
+        _node("kp-old", {**product, "karpenter.sh/provisioner-name": "gpu", "karpenter.sh/capacity-type": "on-demand"}),
+        _node("eks-1", {"node.kubernetes.io/instance-type": "p4d.24xlarge", "eks.amazonaws.com/nodegroup": "ng",
+                        "eks.amazonaws.com/capacityType": "ON_DEMAND"}),
+        # time-slicing: the device plugin advertises 4 replicas of each of 2 GPUs
+        _node("ts-1", {**product, "nvidia.com/gpu.replicas": "4", "karpenter.sh/nodepool": "shared"}, gpus="8"),
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    dumped = ClusterState.from_dump_dir(dump, cluster="default")
+    with gpuinsight.open(tmp_path / "wh.duckdb") as gi:
+        gi.collect_kubernetes(from_dir=dump)
+        stored = ClusterState.from_warehouse(gi.wh, cluster=gi.config.cluster)
+    keys = ("node_pool", "node_pool_kind", "capacity_type", "gpu_model", "gpu_count")
+    assert {n: [dumped.nodes[n][k] for k in keys] for n in dumped.nodes} == {
+        n: [stored.nodes[n][k] for k in keys] for n in stored.nodes}
+    assert [dumped.nodes["gke-1"][k] for k in keys] == ["a100-pool", "gke-nodepool", "spot", "A100-80GB", 8]
+    assert dumped.nodes["aks-1"]["node_pool_kind"] == "aks-agentpool"
+    assert dumped.nodes["kp-old"]["node_pool"] == "gpu" and dumped.nodes["ts-1"]["gpu_count"] == 2

@@ -15,7 +15,7 @@ import json
 import os
 import stat
 import subprocess
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,10 @@ def test_apply_runs_exactly_the_reviewed_actions(tmp_path: Path, monkeypatch: py
 @pytest.mark.parametrize("edit, where", [
     (lambda d: d.update(plan_id="plan-x\n---\nkind: Namespace"), "plan_id"),
     (lambda d: d.update(plan_id="plan;rm -rf ~"), "plan_id"),
+    (lambda d: d.update(plan_id="plan-review\n"), "plan_id"),  # a pattern matches the whole value
+    (lambda d: d.update(plan_id="Plan-Review"), "plan_id"),  # ids are lower case ...
+    (lambda d: d.update(plan_id="plan-20261130T2222Z"), "plan_id"),  # ... but for the exact old form
+    (lambda d: d["recommendations"][0].update(queue="research\n"), r"recommendations\[0\]\.queue"),
     (lambda d: d["recommendations"][0].update(id="queue-1\n$(id)"), r"recommendations\[0\]\.id"),
     (lambda d: d["recommendations"][0].update(id="Queue-A"), r"recommendations\[0\]\.id"),
     (lambda d: d["recommendations"][2].update(namespace="research; touch x"), r"recommendations\[2\]\.namespace"),
@@ -114,6 +118,16 @@ def test_every_field_of_a_loaded_plan_is_validated(tmp_path: Path, edit: Any, wh
     with pytest.raises(BadInput, match=where) as info:
         load_plan(path)
     assert "\n" not in str(info.value) and str(info.value).startswith(str(path))
+
+
+def test_new_plan_ids_are_lower_case_and_old_ones_still_load(tmp_path: Path) -> None:
+    new = Plan.new_id(datetime(2026, 11, 30, 22, 22, 52, tzinfo=UTC))
+    assert new == "plan-20261130-222252"
+    assert Plan.new_id(datetime(2026, 11, 30, 23, 22, 52, tzinfo=timezone(timedelta(hours=1)))) == new  # UTC
+    data = plan_to_json(reviewed_plan(new))
+    assert load_plan(write(tmp_path / "new.json", data)).plan_id == new
+    data["plan_id"] = "plan-20261130T222252Z"  # what older versions wrote into plan files
+    assert load_plan(write(tmp_path / "old.json", data)).plan_id == "plan-20261130T222252Z"
 
 
 def test_strict_json(tmp_path: Path) -> None:

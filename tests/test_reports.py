@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.recommend_cli import plan_table
 from gpuinsight.reports import charts, theme
 from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame, savings_by_basis, target_of
 from gpuinsight.reports.html import write_report
@@ -249,6 +250,16 @@ def test_node_level_findings_are_credited_to_their_node_and_pool() -> None:
     labels = [r["label"] for r in data_rows(charts.top_findings(recs).to_dict())]
     assert labels[0] == "1. node h100-od-4 (pool gpu-h100-od)"
     assert not any("detector-train" in label for label in labels)
+    # the CLI's table names the same target as the report, for every rule with a node-level finding
+    released = Recommendation(rule="idle", node="gpu-7", title="release idle node gpu-7", monthly_savings_usd=900,
+                              confidence=0.8, evidence={"pool": "gpu-a10g", "saving_basis": "nodes_released"})
+    queue = Recommendation(rule="queue", queue="research", title="resize research", confidence=0.5)
+    plan = Plan(plan_id="plan-t", created_at=T0, catalog="cat", window=(None, None),
+                recommendations=[binpack, released, queue])
+    rows = plan_table(plan).splitlines()
+    for rec, line in zip(plan.recommendations, rows[2:5], strict=True):
+        assert target_of(rec) in line and rec.title in line
+    assert not any("detector-train" in line or "None" in line for line in rows)
 
 
 def test_savings_by_basis_when_the_plan_states_it() -> None:

@@ -14,6 +14,11 @@ plan's invariants checked from the outside on every one:
 
 ``GPUINSIGHT_PROPERTY_FLEETS`` (default 220) and ``GPUINSIGHT_PROPERTY_SEED`` (default 1000)
 choose the fleets; a failure names its seed (``random_fleet(seed)`` rebuilds it).
+
+A slice of fleets (``GPUINSIGHT_SCRAPED_FLEETS``, default 16; tests/random_scrapes.py) goes
+through the real loading path instead: per-step readings written as OpenMetrics text in two
+randomly chosen real dcgm-exporter label spellings, each loaded into DuckDB and planned from
+the SQL models; both plans must hold the same invariants and be the same plan.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import math
 import os
 from collections import defaultdict
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +37,10 @@ from gpuinsight.gpumodels import MEMORY_MIB
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.engine import evaluate_plan
 from tests.random_fleets import RandomFleet, random_fleet
+from tests.random_scrapes import random_spelling, scrape_fleet, write_catalog
 
 FLEETS = int(os.environ.get("GPUINSIGHT_PROPERTY_FLEETS", "220"))
+SCRAPED = int(os.environ.get("GPUINSIGHT_SCRAPED_FLEETS", "16"))
 SEED = int(os.environ.get("GPUINSIGHT_PROPERTY_SEED", "1000"))
 COMPUTE_TARGET, MEMORY_FACTOR, IDLE_PEAK = 0.80, 1.05, 0.10
 WORKLOAD_KINDS = ("idle", "mig", "mps", "timeslice", "spot")
@@ -224,7 +232,8 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
     f = rf.fleet
     findings = {r.evidence["pool"]: r for r in recs if r.rule == "binpack"}
     gone = {(p.namespace, p.name) for p in f.pods
-            if ("c", p.namespace, p.name) in ctx.pods_leaving or ("c", p.namespace, p.workload) in ctx.workloads_leaving}
+            if (f.cluster, p.namespace, p.name) in ctx.pods_leaving
+            or (f.cluster, p.namespace, p.workload) in ctx.workloads_leaving}
     returned: dict[str, float] = defaultdict(float)
     for r in recs:
         if r.rule != "binpack":
@@ -236,7 +245,7 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
             gang_size[(p.namespace, p.gang)] += 1
     pools: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for n in f.nodes:
-        if (n.mig_config or "") not in ("", "all-disabled") or n.device_plugin_config or ("c", n.name) in ctx.hosts:
+        if (n.mig_config or "") not in ("", "all-disabled") or n.device_plugin_config or (f.cluster, n.name) in ctx.hosts:
             continue
         if any(p.node == n.name and (p.namespace, p.name) not in gone for p in f.pods):
             pools[(n.pool, n.zone, n.model)].append(n)
@@ -299,6 +308,66 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
         STATS["findings"] += len(recs)
 
 
+def plan_summary(recs: list[Any]) -> list[tuple[Any, ...]]:
+    """What must not depend on how the exporter spelled its labels: every finding, its target,
+    saving, confidence and proposal (not the id: some kinds hash the cluster into it)."""
+    return sorted((r.rule, r.namespace, r.workload, r.node, round(r.monthly_savings_usd, 2),
+                   round(r.confidence, 4), json.dumps(r.proposed, sort_keys=True, default=str)) for r in recs)
+
+
+def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path) -> None:
+    """Each fleet is written twice, in two different real spellings, and loaded as two clusters of
+    one warehouse by the file loader (every fleet and spelling its own cluster: one model build
+    and one set of queries for all); each cluster's frames are planned by the rules engine."""
+    import random
+
+    import polars as pl
+
+    from gpuinsight.api import GpuInsight
+    from gpuinsight.config import Config
+    from gpuinsight.rules.engine import frames_for, needed_frames
+    from gpuinsight.sources.openmetrics import load_openmetrics
+    from gpuinsight.sources.prices import load_catalog
+
+    cases = []
+    with GpuInsight(Config(db_path=tmp_path / "scraped.duckdb")) as gi:
+        for seed in range(SEED, SEED + SCRAPED):
+            rng = random.Random(seed)
+            sf = scrape_fleet(seed)
+            first = random_spelling(rng, mig=sf.mig)
+            second = first
+            while str(second) == str(first):
+                second = random_spelling(rng, mig=sf.mig)
+            for i, spelling in enumerate((first, second)):
+                cluster = f"f{seed}-{i}"
+                report = load_openmetrics(gi.wh, gi.config.with_(cluster=cluster),
+                                          sf.write(tmp_path / f"{cluster}.om", spelling))
+                assert not any("not matched" in n or "skipped" in n for n in report.notes), (seed, spelling, report)
+                cases.append((seed, cluster, spelling, sf))
+        load_catalog(gi.wh, gi.config, write_catalog(tmp_path / "prices.csv"))
+        gi.refresh()
+        frames = frames_for(gi, needed_frames())  # what recommend reads
+    plans: dict[int, list[Any]] = defaultdict(list)
+    for seed, cluster, spelling, sf in cases:
+        mine = {k: f.filter(pl.col("cluster") == cluster) if "cluster" in f.columns else f for k, f in frames.items()}
+        try:
+            recs, ctx = evaluate_plan(mine)
+            rf = sf.as_random_fleet(cluster)
+            check_ledger(rf, recs)
+            check_gangs(rf, recs)
+            check_sizing(rf, recs)
+            check_binpack_optimal(rf, recs, ctx)
+        except AssertionError as exc:
+            raise AssertionError(f"scrape_fleet({seed}) spelled {spelling}: {exc}") from exc
+        plans[seed].append((str(spelling), plan_summary(recs)))
+    for seed, ((first, a), (second, b)) in plans.items():
+        assert a == b, f"scrape_fleet({seed}): {first} and {second} give different plans"
+        STATS["scraped_fleets"] += 1
+        for rec in a:
+            STATS[f"scraped_{rec[0]}"] += 1
+    assert STATS["scraped_fleets"] == SCRAPED
+
+
 def test_the_random_fleets_exercised_every_invariant() -> None:
     # the batches above ran first (file order): the generator must have reached each case
     if STATS["fleets"] < FLEETS:
@@ -307,6 +376,9 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
     for key, least in (("mig", 20), ("mps", 20), ("timeslice", 20), ("queue", 20), ("pools_checked", 50),
                        ("pools_with_release", 10)):
         assert STATS[key] >= least, (key, dict(STATS))
+    if STATS["scraped_fleets"] >= 16:  # the loaded slice reached idle, consolidation and binpack
+        assert STATS["scraped_idle"] and STATS["scraped_binpack"], dict(STATS)
+        assert STATS["scraped_mig"] + STATS["scraped_mps"] + STATS["scraped_timeslice"], dict(STATS)
 
 
 def test_greedy_fallback_is_valid_and_never_beats_the_ilp() -> None:

@@ -128,7 +128,7 @@ class _Files:
 def render(plan: Plan, actions: list[dict[str, Any]]) -> dict[str, str]:
     """Every file of the emitted plan (relative path -> text), without touching the disk."""
     files = _Files()
-    pid = plan.plan_id  # validated: ^[A-Za-z0-9-]+$, safe anywhere
+    pid = plan.plan_id  # validated (planio.check_plan_id): letters, digits and hyphens, safe anywhere
     steps = steps_of(actions)
     script = [
         "#!/bin/sh",

@@ -4,7 +4,8 @@ A plan file is ``{"plan_id", "created_at", "catalog", "window", "notes", "recomm
 a bare recommendation array (``recommend --format json``) is accepted when the caller supplies
 ``plan_id`` and ``created_at``. A plan file is input a person may have edited, so every field is
 checked before anything uses it and a bad one is refused naming it (``recommendations[2].actions[0]
-.node: ...``): ids match ``^[a-z0-9-]+$`` (plan ids may carry upper-case letters: ``plan-20261130T2222Z``),
+.node: ...``): ids match ``^[a-z0-9-]+$`` (a plan id made before ids were lower case, ``plan-20261130T222252Z``,
+is still read),
 names are Kubernetes names, numbers are finite, times are ISO-8601 and not in the future, unknown
 fields are refused, and every action has the structure its type needs.
 
@@ -33,15 +34,19 @@ from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
 from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, show
 from gpuinsight.rules.typed import resource_list as check_resource_list
+from gpuinsight.textfile import decode_utf8
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
-REC_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
-PLAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
-EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
-GANG = re.compile(r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-POINTER = re.compile(r"^(/([^~/]|~[01])*)+$")
+REC_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}\Z")
+PLAN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+# Ids made before plan ids were lower case (``plan-20261130T222252Z``): still read from the plan
+# files and warehouse rows that hold them; nothing makes new ones.
+LEGACY_PLAN_ID = re.compile(r"^plan-[0-9]{8}T[0-9]{6}Z\Z")
+EKS_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
+GANG = re.compile(r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+POINTER = re.compile(r"^(/([^~/]|~[01])*)+\Z")
 MAX_TEXT = 4000            # titles, descriptions, messages
 MAX_PLAN_BYTES = 64 << 20  # a plan of thousands of findings is a few MB
 FUTURE_SKEW = timedelta(minutes=5)  # clocks of the reviewing and the applying machine may differ
@@ -325,9 +330,17 @@ def check_recommendation(data: Any, where: str) -> None:
         check_action(action, f"{where}.actions[{i}]", data.get("id"))
 
 
+def check_plan_id(value: Any, where: str) -> str:
+    """A plan id: ``^[a-z0-9-]+$`` (what :meth:`Plan.new_id` makes), or the exact upper-case form
+    older versions made; either is safe unquoted in a file name, a shell comment or YAML."""
+    if isinstance(value, str) and LEGACY_PLAN_ID.match(value):
+        return value
+    return _str(value, where, PLAN_ID, 63)
+
+
 def validate_plan(plan: Plan) -> None:
     """Check a plan held in memory (the same checks as a loaded file)."""
-    _str(plan.plan_id, "plan_id", PLAN_ID, 63)
+    check_plan_id(plan.plan_id, "plan_id")
     seen: set[str] = set()
     for i, rec in enumerate(plan.recommendations):
         check_recommendation(rec.to_dict(), f"recommendations[{i}]")
@@ -393,11 +406,10 @@ def read_plan_data(source: str | Path) -> tuple[str, Any]:
         size = path.stat().st_size
         if size > MAX_PLAN_BYTES:
             raise BadInput(f"{path}: {size} bytes is too large for a plan (at most {MAX_PLAN_BYTES})")
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read plan: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = decode_utf8(data, str(path))
     return str(path), parse_json(text, str(path))
 
 
@@ -424,7 +436,7 @@ def plan_from_data(data: Any, name: str = "plan", *, plan_id: str | None = None,
     when = created_at or data.get("created_at")
     if not pid:
         raise _bad(f"{name}: plan_id", "missing")
-    _str(pid, f"{name}: plan_id", PLAN_ID, 63)
+    check_plan_id(pid, f"{name}: plan_id")
     if when is None:
         raise _bad(f"{name}: created_at", "missing (the plan's age decides whether it may be applied)")
     created = _time(when, f"{name}: created_at", now)

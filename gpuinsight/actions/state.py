@@ -21,6 +21,8 @@ from gpuinsight.actions.patching import get
 from gpuinsight.actions.redact import redact_fields
 from gpuinsight.actions.refs import KINDS, Ref
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.sources.k8s.common import MapError, resource_list, str_map
+from gpuinsight.sources.k8s.nodes import node_facts
 
 if TYPE_CHECKING:
     from gpuinsight.actions.kube import Kube
@@ -194,18 +196,12 @@ class ClusterState:
         if key not in kinds:
             return
         ref = self.put(obj, source)
-        meta = obj.get("metadata") or {}
         if ref.kind == "Pod":
             self.pods = [p for p in self.pods if (p["namespace"], p["name"]) != (ref.namespace, ref.name)]
             if (obj.get("status") or {}).get("phase", "Running") in ALIVE_PHASES:
                 self.pods.append(pod_row(obj))
         elif ref.kind == "Node":
-            labels = meta.get("labels") or {}
-            pool = labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup")
-            self.nodes[ref.name] = {"node": ref.name, "labels": labels, "node_pool": pool,
-                                    "node_pool_kind": "karpenter" if "karpenter.sh/nodepool" in labels
-                                    else ("eks-nodegroup" if pool else None),
-                                    "gpu_count": _int(get(obj, "/status/capacity/nvidia.com~1gpu"))}
+            self.nodes[ref.name] = node_state_row(obj)
         elif ref.kind == "NodePool":
             self._add_pool(ref.name, "karpenter", obj.get("spec") or {}, source)
             self.objects[ref.key] = obj
@@ -244,6 +240,19 @@ class ClusterState:
                 self.add_object(obj, "live")
 
 
+def node_state_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Node object (dump or live) as the ``nodes`` row the warehouse would hold for it: pool,
+    capacity type, GPU model and count read by the sources' one :func:`node_facts` (every
+    platform's pool label: Karpenter, its old provisioner-name, EKS, GKE, AKS)."""
+    name = get(obj, "/metadata/name")
+    try:
+        labels = str_map(obj, "metadata", "labels")
+        capacity = resource_list(obj, "status", "capacity")
+    except MapError as exc:
+        raise BadInput(f"Node {name}: {exc}") from None
+    return {"node": name, "labels": labels, **node_facts(labels, capacity)}
+
+
 def pod_row(obj: dict[str, Any]) -> dict[str, Any]:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     ann = meta.get("annotations") or {}
@@ -260,13 +269,6 @@ def pod_row(obj: dict[str, Any]) -> dict[str, Any]:
             "workload_kind": wkind, "workload": wname, "gpu_request": gpus,
             "podgroup": ann.get("scheduling.k8s.io/group-name"), "labels": meta.get("labels") or {},
             "annotations": ann, "phase": (obj.get("status") or {}).get("phase")}
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _float(value: Any) -> float:

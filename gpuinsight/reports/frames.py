@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.reports.theme import OTHER
+from gpuinsight.rules.base import target_of
 
 # Altair's default inline limit; every chart's data stays below it.
 MAX_ROWS = 5000
@@ -114,27 +115,6 @@ def saving_basis(r: Any) -> str | None:
     """The finding's ``evidence.saving_basis`` when it is one of :data:`SAVING_BASES`."""
     basis = (getattr(r, "evidence", None) or {}).get("saving_basis")
     return basis if basis in SAVING_BASES else None
-
-
-def target_of(r: Any) -> str:
-    """A short description of what a finding is about.
-
-    A finding with ``node`` set is node-level (design.md): it is credited to its node and node
-    pool, never to a workload that happens to run there.
-    """
-    if getattr(r, "node", None):
-        proposed = getattr(r, "proposed", None) or {}
-        evidence = getattr(r, "evidence", None) or {}
-        freed = [n for n in (proposed.get("nodes_freed") or []) if n != r.node]
-        label = f"node {r.node}" + (f" + {len(freed)} more" if freed else "")
-        pool = evidence.get("pool") or proposed.get("node_pool")
-        return f"{label} (pool {pool})" if pool else label
-    if getattr(r, "workload", None):
-        return f"{r.namespace}/{r.workload}" if getattr(r, "namespace", None) else str(r.workload)
-    for attr, prefix in (("queue", "queue "), ("namespace", "namespace ")):
-        if getattr(r, attr, None):
-            return prefix + str(getattr(r, attr))
-    return "fleet"
 
 
 def recommendations_frame(recs: Iterable[Any]) -> pl.DataFrame:

@@ -76,6 +76,27 @@ class Recommendation:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def target_of(r: Any) -> str:
+    """A short description of what a finding is about (the CLI table and the report both show it).
+
+    A finding with ``node`` set is node-level (design.md): it is credited to its node and node
+    pool, never to a workload that happens to run there.
+    """
+    if getattr(r, "node", None):
+        proposed = getattr(r, "proposed", None) or {}
+        evidence = getattr(r, "evidence", None) or {}
+        freed = [n for n in (proposed.get("nodes_freed") or []) if n != r.node]
+        label = f"node {r.node}" + (f" + {len(freed)} more" if freed else "")
+        pool = evidence.get("pool") or proposed.get("node_pool")
+        return f"{label} (pool {pool})" if pool else label
+    if getattr(r, "workload", None):
+        return f"{r.namespace}/{r.workload}" if getattr(r, "namespace", None) else str(r.workload)
+    for attr, prefix in (("queue", "queue "), ("namespace", "namespace ")):
+        if getattr(r, attr, None):
+            return prefix + str(getattr(r, attr))
+    return "fleet"
+
+
 def stable_id(rule: str, *parts: str | None) -> str:
     """Same finding, same id, across runs: a hash of the rule and its target."""
     key = "|".join([rule, *[p or "" for p in parts]])
@@ -153,5 +174,7 @@ class Plan:
 
     @staticmethod
     def new_id(now: datetime | None = None) -> str:
-        now = now or datetime.now(UTC)
-        return "plan-" + now.strftime("%Y%m%dT%H%M%SZ")
+        """``plan-YYYYMMDD-HHMMSS`` (UTC): lower case, so it is a valid id (``^[a-z0-9-]+$``),
+        file name and label value as it is."""
+        now = (now or datetime.now(UTC)).astimezone(UTC)
+        return "plan-" + now.strftime("%Y%m%d-%H%M%S")

@@ -23,7 +23,6 @@ from gpuinsight.simulate.trace import NODE_COLUMNS, POD_COLUMNS, read_rows
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.k8s.common import to_json
 from gpuinsight.sources.k8s.writer import table_schema
-from gpuinsight.sources.prices import utf8_text
 from gpuinsight.warehouse.db import Warehouse
 
 OPENB_CLUSTER = "alibaba-openb"
@@ -47,7 +46,6 @@ MAX_OFFSET_S = 1_000_000_000
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
     """Yield ("FILE:LINE", row): the simulator's openb reader, so both read the trace alike."""
-    utf8_text(path)  # bytes that are not UTF-8: bad input naming the line, before the CSV reader sees them
     for line, row in read_rows(path, required):
         yield f"{path}:{line}", row
 

@@ -19,6 +19,7 @@ import orjson
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.imports import kubernetes
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.k8s.common import MapContext, utcnow
 from gpuinsight.sources.k8s.dumpfile import find_dump, read_objects
@@ -78,9 +79,8 @@ def api_client(context: str | None = None, kubeconfig: Path | None = None) -> An
     """An ``ApiClient`` from the kubeconfig (``context`` or its current one), else in-cluster.
 
     The kubeconfig is never written back (token refreshes stay in memory)."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
+    k8s = kubernetes()
+    client, config, ConfigException = k8s.client, k8s.config, k8s.config.ConfigException  # noqa: N806
     try:
         return config.new_client_from_config(
             config_file=str(kubeconfig) if kubeconfig else None, context=context, persist_config=False
@@ -121,9 +121,7 @@ def _lister(client_mod: Any, api: Any, kind: Kind, version: str) -> Any:
 
 def _list_all(api: Any, kind: Kind, version: str, where: str, page_size: int) -> list[dict[str, Any]]:
     """Every object of one kind, page by page (raw JSON: the same shape kubectl writes)."""
-    from kubernetes import client
-
-    lister = _lister(client, api, kind, version)
+    lister = _lister(kubernetes().client, api, kind, version)
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
@@ -163,8 +161,9 @@ def collect_live(
     """List nodes, pods, events, PDBs, Volcano and Karpenter objects (read-only) and load them.
 
     A CRD the cluster does not serve (404) is a note in the report; 401/403 are failures."""
-    from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
+
+    ApiException = kubernetes().client.exceptions.ApiException  # noqa: N806
 
     api = api_client(context, kubeconfig)
     where = _redact_host(api.configuration.host)

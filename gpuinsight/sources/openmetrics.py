@@ -29,6 +29,7 @@ from gpuinsight.sources.dcgm import BY_SPELLING
 from gpuinsight.sources.plausible import EARLIEST_S, latest_s
 from gpuinsight.sources.prom.frames import TS, empty_series, to_naive_utc
 from gpuinsight.sources.series import LINE, SeriesBatch, load_series, validate_series
+from gpuinsight.textfile import decode_utf8
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACTS = (
@@ -70,12 +71,7 @@ def _parse_labels(block: str) -> dict[str, str] | None:
 
 def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: datetime | None = None) -> pl.DataFrame:
     """Parse exposition text into a series frame; any malformed line -> BadInput ``NAME:LINE: what``."""
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-    except UnicodeDecodeError as exc:
-        raw = data if isinstance(data, bytes) else b""
-        line_no = raw.count(b"\n", 0, exc.start) + 1
-        raise BadInput(f"{name}:{line_no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    text = decode_utf8(data, name) if isinstance(data, bytes) else data
     lines = pl.DataFrame({"line": text.split("\n")}).with_row_index("lineno", offset=1)
     if "\r" in text:
         lines = lines.with_columns(pl.col("line").str.strip_chars_end("\r"))

@@ -27,6 +27,7 @@ from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.paths import package_data_dir
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.dcgm import MAX_FB_MIB
+from gpuinsight.textfile import utf8_text
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACT = LoadContract(
@@ -77,19 +78,6 @@ def _same(values: set[str], column: str, path: Path) -> str | None:
 
 MAX_GPUS_PER_INSTANCE = 64       # the largest GPU instance types hold 8-16; 64 leaves room for rack-scale rows
 MAX_USD_PER_HOUR = 10_000.0      # ten times the dearest GPU instance of any cloud; above it a price is a typo
-
-
-def utf8_text(path: Path) -> str:
-    """A text file's content; bytes that are not UTF-8 are bad input naming the line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise BadInput(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def read_catalog(path: Path) -> tuple[pl.DataFrame, dict[str, str | None]]:

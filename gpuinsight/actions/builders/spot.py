@@ -13,7 +13,8 @@ pods Pending). A Deployment, StatefulSet or CronJob is changed in place (server-
 the selector entry and the merged list). A Volcano Job's spec cannot change once submitted (its
 admission webhook refuses it), so its change is a ``manifest-patch``: the exact JSON patch for
 the manifest it is next submitted from. Without the live (or dumped) pod templates the merge
-cannot be computed, and the step is a note saying so rather than a patch that would replace them.
+cannot be computed, and the step is a note saying so rather than a patch that would replace them
+(both through ``common.pin_workload``, which the sharing builder uses too).
 """
 
 from __future__ import annotations
@@ -22,17 +23,7 @@ import copy
 from typing import Any
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders.common import (
-    TEMPLATES,
-    ceil_div,
-    fail,
-    gpus_of,
-    nest,
-    readable,
-    unpatchable,
-    workload_ref,
-)
-from gpuinsight.actions.patching import escape, get, pointer
+from gpuinsight.actions.builders.common import ceil_div, fail, gpus_of, pin_workload, readable, workload_ref
 from gpuinsight.actions.redact import redact
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
@@ -77,7 +68,7 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
         if existing is None:
             actions += _eks_groups(rec, state, ref, new, old)
         selector = {"eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup": new}
-    actions.append(move_workload(state, ref, selector, f"run on spot nodes of {new}"))
+    actions.append(pin_workload(state, ref, selector, [TOLERATION], f"run on spot nodes of {new}"))
     if kind == "karpenter":
         actions.append(model.note(f"on-demand pool {old or '?'}: Karpenter consolidates the nodes {ref.key} "
                                   f"leaves empty", f"NodePool/{old}"))
@@ -183,71 +174,3 @@ def _eks_groups(rec: Recommendation, state: ClusterState, ref: Ref, new: str, ol
         actions.append(model.note(f"on-demand group {old}: {len(freed)} node(s) only ran {ref.key}; its scaling "
                                   f"config was not observed, so lower desiredSize by hand", f"aws:eks/{cluster}/{old}"))
     return actions
-
-
-def _tolerated(tolerations: list[dict[str, Any]]) -> bool:
-    """Whether a toleration list already tolerates the spot taint."""
-    for tol in tolerations:
-        if tol.get("effect") not in (None, "", "NoSchedule"):
-            continue
-        if (tol.get("operator") or "Equal") == "Exists" and tol.get("key") in (None, "", TAINT_KEY):
-            return True
-        if tol.get("key") == TAINT_KEY and tol.get("value", "") == TOLERATION["value"]:
-            return True
-    return False
-
-
-def merged_tolerations(current: Any) -> list[dict[str, Any]]:
-    """The pod template's tolerations with the spot one added (nothing dropped or reordered)."""
-    kept = [copy.deepcopy(t) for t in current or [] if isinstance(t, dict)]
-    return kept if _tolerated(kept) else [*kept, dict(TOLERATION)]
-
-
-def _asks_gpu(task: dict[str, Any]) -> bool:
-    spec = (task.get("template") or {}).get("spec") or {}
-    return any(name.startswith("nvidia.com/") for c in spec.get("containers") or []
-               for section in ("limits", "requests") for name in ((c.get("resources") or {}).get(section) or {}))
-
-
-def move_workload(state: ClusterState, ref: Ref, selector: dict[str, str], why: str) -> dict[str, Any]:
-    """The workload step: the selector entry and the merged tolerations on every pod template."""
-    if ref.kind not in (*TEMPLATES, "VolcanoJob"):
-        return unpatchable(ref, f"with nodeSelector {selector} and toleration {TAINT_KEY} to {why}")
-    obj = state.get(ref)
-    tasks = get(obj, "/spec/tasks") if obj and ref.kind == "VolcanoJob" else None
-    known = obj is not None and (state.is_known(ref, TEMPLATES[ref.kind]) if ref.kind in TEMPLATES else
-                                 bool(tasks) and all(isinstance(t.get("template"), dict) for t in tasks))
-    if not known:
-        return model.note(f"{ref.key}: to {why} its pod templates need nodeSelector {selector} and the toleration "
-                          f"{TAINT_KEY}={TOLERATION['value']}:NoSchedule added to the tolerations they have; their "
-                          f"spec was not observed, so no patch is built (it would replace them): run recommend "
-                          f"with --context (live cluster) or --from-dir (kubectl dumps)", ref.key)
-    if ref.kind in TEMPLATES:
-        tmpl = TEMPLATES[ref.kind]
-        tolerations = merged_tolerations(get(obj, tmpl + "/tolerations"))
-        cfg = ref.skeleton() | nest(tmpl, {"nodeSelector": dict(selector), "tolerations": tolerations})
-        paths = [tmpl + pointer("nodeSelector", k) for k in selector] + [tmpl + "/tolerations"]
-        return model.k8s_apply(cfg, "workload", f"{ref.key}: {why} (nodeSelector {selector}, toleration "
-                                                f"{TAINT_KEY} added to the pod template's own)", state.observe(ref, paths))
-    ops: list[dict[str, Any]] = []
-    moved = [i for i, t in enumerate(tasks or []) if _asks_gpu(t)] or list(range(len(tasks or [])))
-    for i, task in enumerate(tasks or []):
-        if i not in moved:  # a CPU-only task (a parameter server) stays where it runs
-            continue
-        spec_ptr = f"/spec/tasks/{i}/template/spec"
-        spec = (task.get("template") or {}).get("spec") or {}
-        ops.append({"op": "test", "path": f"/spec/tasks/{i}/name", "value": task.get("name")})
-        if spec.get("nodeSelector"):
-            ops += [{"op": "add", "path": f"{spec_ptr}/nodeSelector/{escape(k)}", "value": v} for k, v in selector.items()]
-        else:
-            ops.append({"op": "add", "path": spec_ptr + "/nodeSelector", "value": dict(selector)})
-        if "tolerations" in spec:
-            ops.append({"op": "test", "path": spec_ptr + "/tolerations", "value": copy.deepcopy(spec["tolerations"])})
-        ops.append({"op": "add", "path": spec_ptr + "/tolerations", "value": merged_tolerations(spec.get("tolerations"))})
-    names = ", ".join(str((tasks or [])[i].get("name")) for i in moved)
-    text = (f"{ref.key}: {why} (nodeSelector {selector} and toleration {TAINT_KEY} on the template of every task "
-            f"asking for GPUs: {names}; added to each task's own tolerations). A submitted Volcano Job's spec cannot change (its admission "
-            f"webhook refuses it): apply this patch to the job's manifest (kubectl patch --local -f JOB.yaml "
-            f"--type=json) and resubmit it; nothing is changed in the cluster")
-    seen = [f"/spec/tasks/{i}/template/spec/{f}" for i in moved for f in ("nodeSelector", "tolerations")]
-    return model.k8s_patch(ref, ops, "workload", text, state.observe(ref, seen), kind="manifest-patch")

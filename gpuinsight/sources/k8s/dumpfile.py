@@ -15,6 +15,7 @@ import orjson
 import yaml
 
 from gpuinsight.errors import BadInput
+from gpuinsight.textfile import decode_utf8
 
 EXTENSIONS = (".json", ".yaml", ".yml")
 
@@ -28,15 +29,6 @@ def find_dump(folder: Path, stem: str) -> tuple[Path | None, list[Path]]:
     """The dump file for ``stem`` and any same-stem files that were ignored."""
     found = [folder / f"{stem}{ext}" for ext in EXTENSIONS if (folder / f"{stem}{ext}").is_file()]
     return (found[0] if found else None), found[1:]
-
-
-def _decode(path: Path, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise BadInput(f"{path}: line {line} col {col}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def _parse_json(path: Path, data: bytes) -> list[Any]:
@@ -66,7 +58,7 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    text = _decode(path, data)
+    text = decode_utf8(data, str(path))
     if not text.strip():
         raise BadInput(f"{path}: line 1 col 1: empty file (expected a kubectl List)")
     docs = _parse_json(path, data) if path.suffix == ".json" else _parse_yaml(path, text.encode())

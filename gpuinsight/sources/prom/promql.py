@@ -16,8 +16,8 @@ from gpuinsight.sources.gpu_nodes import EXPORTER_POD_INFO
 
 Matcher = tuple[str, str, str]  # (label, op, value)
 
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _OPS = ("=", "!=", "=~", "!~")
 _HEX = "0123456789abcdef"
 ANY_GPU_UUID = "GPU-[0-9a-fA-F].*"
