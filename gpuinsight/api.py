@@ -9,7 +9,8 @@ The CLI is a thin layer over the same methods.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ class GpuInsight:
         self.wh = Warehouse(config.db_path, read_only=read_only)
         self.registry: QueryRegistry = load_registry()
         self._stale = not self.registry.is_current(self.wh.con)
+        self._answers: dict[str, pl.DataFrame] | None = None  # see reusing_answers()
         if self._stale and not read_only:
             # built by another version of the models (or never): rebuild before answering
             self.refresh()
@@ -53,8 +55,29 @@ class GpuInsight:
                            "open it read-write once (e.g. `gpuinsight query`) to rebuild them")
         if self.config.window_days and "since" not in params and any(p.name == "since" for p in q.params):
             params["since"] = self._window_start()
+        key = repr((name, sorted(params.items())))
+        if self._answers is not None and key in self._answers:
+            return self._answers[key]
         with self.wh._lock:
-            return self.registry.run(self.wh.con, name, **params)
+            answer = self.registry.run(self.wh.con, name, **params)
+        if self._answers is not None:
+            self._answers[key] = answer
+        return answer
+
+    @contextlib.contextmanager
+    def reusing_answers(self) -> Iterator[None]:
+        """Within this block a model asked again with the same parameters gets the first answer
+        instead of running again: for one reading of the data that asks for the same model twice
+        (a report runs the rules, then draws the charts from the same per-workload profile, the
+        costliest model). Loading or ``refresh`` inside the block forgets the answers."""
+        if self._answers is not None:  # nested: the outer block owns the answers
+            yield
+            return
+        self._answers = {}
+        try:
+            yield
+        finally:
+            self._answers = None
 
     def _window_start(self) -> datetime | None:
         from datetime import timedelta
@@ -79,6 +102,8 @@ class GpuInsight:
 
     def refresh(self) -> list[str]:
         """Rebuild the materialized models from the loaded data, atomically."""
+        if self._answers is not None:
+            self._answers.clear()
         try:
             with self.wh.transaction() as con:
                 return self.registry.refresh(con)

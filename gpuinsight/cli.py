@@ -448,7 +448,7 @@ def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None,
     from gpuinsight.recommend_cli import plan_from_cli
 
     with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window),
-                 cluster=cluster) as gi:
+                 cluster=cluster) as gi, gi.reusing_answers():  # the rules' models feed the charts too
         plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
         path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload)
         click.echo(f"wrote {path}")

@@ -524,6 +524,37 @@ def test_report_from_a_real_warehouse(mini_db: Path, tmp_path: Path) -> None:
     assert usd == pytest.approx(summary["monthly_spend_usd"], rel=1e-4)
 
 
+def test_report_runs_each_model_once_and_keeps_no_answer_after(mini_db: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules and the charts both read workload_gpu_profile: a report runs it once. Outside a
+    report (or after a refresh) a model runs anew, so a later load is seen."""
+    import gpuinsight as gi
+    from gpuinsight.sql.registry import QueryRegistry
+
+    runs: list[str] = []
+    original = QueryRegistry.run
+
+    def counting(self: QueryRegistry, con: Any, name: str, **params: Any) -> pl.DataFrame:
+        runs.append(name)
+        return original(self, con, name, **params)
+
+    monkeypatch.setattr(QueryRegistry, "run", counting)
+    with gi.open(mini_db) as g:
+        alone = g.report(tmp_path / "report.html").read_text()
+        assert runs.count("workload_gpu_profile") == 1 and runs.count("fleet_summary") == 1
+        runs.clear()
+        with g.reusing_answers():
+            first = g.query("workload_gpu_profile")
+            assert g.query("workload_gpu_profile") is first
+            g.refresh()
+            assert g.query("workload_gpu_profile") is not first
+        assert runs.count("workload_gpu_profile") == 2
+        g.query("workload_gpu_profile")
+        assert runs.count("workload_gpu_profile") == 3
+    # the report drew its MIG-fit chart from the same per-workload profile the rules read
+    assert {r["workload"] for r in data_rows(specs_of(alone)["mig-fit"]) if "workload" in r} == {"train", "notebook"}
+
+
 # Settings under which the 3-hour mini fleet's research notebook (2 % active) is idle; with the
 # defaults it is not judged (too few hours).
 IDLE_SETS = ("idle.min_hours=1", "idle.max_median_activity=0.05")

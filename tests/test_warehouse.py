@@ -144,3 +144,57 @@ def test_models_built_by_another_version_are_rebuilt_on_open(tmp_path: Path) -> 
         g.query("fleet_summary")
     with gi.open(tmp_path / "w.duckdb") as g:  # read-write: rebuilt before answering
         assert g.query("analysis_window")["cluster"].to_list() == ["test"]
+
+
+def _samples(day: int, pods: dict[str, list[str]]) -> pl.DataFrame:
+    """Samples of GPUs (by uuid) at four steps of ``day``, one row per pod holding each GPU."""
+    from datetime import datetime, timedelta
+
+    rows = []
+    for step in range(4):
+        ts = datetime(2026, 11, day) + timedelta(minutes=5 * step)
+        for uuid, held_by in pods.items():
+            for pod in held_by:
+                rows.append({"cluster": "c", "ts": ts, "gpu_uuid": uuid, "mig_instance": -1, "mig_profile": "",
+                             "namespace": "ns" if pod else "", "pod": pod, "container": "", "step_s": 300,
+                             "gr_active": float(day) + step / 10})
+    return pl.DataFrame(rows)
+
+
+def test_merge_bounded_by_the_batch_time_range_keeps_merge_semantics(tmp_path: Path) -> None:
+    """merge's DELETE is bounded by the batch's time span (so older row groups are skipped): the
+    result is still the upsert by key, replace_on still replaces whole groups, a re-run is a
+    no-op, and rows of other days with the same non-time key are untouched."""
+    from gpuinsight.sources.series import SAMPLE_KEY
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+
+    def merge(frame: pl.DataFrame) -> None:
+        wh.merge("gpu_samples", frame, SAMPLE_KEY, replace_on=SAMPLE_KEY[:4])
+
+    def stored() -> list[tuple]:
+        return wh.con.execute("SELECT ts, gpu_uuid, pod, gr_active FROM gpu_samples ORDER BY ALL").fetchall()
+
+    shared = {"g1": ["a", "b"], "g2": [""]}
+    for day in (1, 2, 3):
+        merge(_samples(day, shared))
+    three_days = stored()
+    assert len(three_days) == 3 * 4 * 3
+    merge(_samples(2, shared))  # re-running a day changes nothing
+    assert stored() == three_days
+    # day 2 again, g1 now held by one pod (a group that lost a row) and new values: exactly the new rows
+    merge(_samples(2, {"g1": ["a"], "g2": [""]}).with_columns(pl.col("gr_active") + 100))
+    after = stored()
+    day = [r for r in after if r[0].day == 2]
+    assert sorted((r[1], r[2]) for r in day) == sorted([("g1", "a"), ("g2", "")] * 4)
+    assert all(r[3] >= 100 for r in day)
+    assert [r for r in after if r[0].day != 2] == [r for r in three_days if r[0].day != 2]
+    # the bound is a time range of the delete key when its time column allows one; none otherwise
+    from gpuinsight.warehouse.db import _time_bound
+
+    batch = _samples(2, shared)
+    assert _time_bound(batch, SAMPLE_KEY[:4])[0] == ' AND t."ts" BETWEEN ? AND ?'
+    assert _time_bound(batch, SAMPLE_KEY[:4])[1] == [batch["ts"].min(), batch["ts"].max()]
+    assert _time_bound(batch.with_columns(pl.col("ts").dt.cast_time_unit("ns")), SAMPLE_KEY[:4]) == ("", [])
+    assert _time_bound(pl.DataFrame({"cluster": ["c"], "node": ["a"]}), ["cluster", "node"]) == ("", [])
+    wh.close()

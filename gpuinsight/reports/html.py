@@ -11,6 +11,7 @@ settings or a reviewed plan file); without one, the rules run with the configure
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
@@ -49,7 +50,14 @@ class ReportSource(Protocol):
 
 def build_report(gi: ReportSource, plan: Any = None) -> Report:
     """Run the SQL models (and the rules, unless ``plan`` is given) and build every chart and
-    table (no file is written)."""
+    table (no file is written). The rules and the charts read some models alike (the
+    per-workload profile): a source that can keep answers (``reusing_answers``) runs them once."""
+    reuse = getattr(gi, "reusing_answers", None)
+    with reuse() if reuse is not None else contextlib.nullcontext():
+        return _build_report(gi, plan)
+
+
+def _build_report(gi: ReportSource, plan: Any) -> Report:
     summary_df = gi.query("fleet_summary")
     summary = summary_df.row(0, named=True) if summary_df.height else {}
     if plan is None:

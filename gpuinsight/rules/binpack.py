@@ -199,12 +199,14 @@ def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool
 
 def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
     """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    labels_in: dict[str, list[dict[str, Any]]] = {}  # each pod's labels parsed once, by namespace
+    for p in placement:
+        labels_in.setdefault(p["namespace"], []).append(as_map(p.get("labels")))
     out = {}
     for b in pdbs:
         selector = as_map(b.get("selector"))
-        covered = [p for p in placement if p["namespace"] == b["namespace"]
-                   and selector_matches(selector, as_map(p.get("labels")))]
-        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, len(covered), len(covered))
+        covered = sum(1 for labels in labels_in.get(b["namespace"], ()) if selector_matches(selector, labels))
+        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
     return out
 
 
