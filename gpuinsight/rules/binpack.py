@@ -30,7 +30,7 @@ import polars as pl
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
 from gpuinsight.rules.common import monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.disruption import allowed_disruptions, as_map, selector_matches
+from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
 from gpuinsight.rules.pack_bound import (
     MAX_VARIABLES,
     PoolNode,
@@ -199,13 +199,10 @@ def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool
 
 def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
     """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    labels_in: dict[str, list[dict[str, Any]]] = {}  # each pod's labels parsed once, by namespace
-    for p in placement:
-        labels_in.setdefault(p["namespace"], []).append(as_map(p.get("labels")))
+    pods = LabelIndex(placement, lambda p: p["namespace"], lambda p: as_map(p.get("labels")))
     out = {}
     for b in pdbs:
-        selector = as_map(b.get("selector"))
-        covered = sum(1 for labels in labels_in.get(b["namespace"], ()) if selector_matches(selector, labels))
+        covered = len(pods.covered(b["namespace"], as_map(b.get("selector"))))
         out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
     return out
 

@@ -23,7 +23,7 @@ from gpuinsight.actions.patching import pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Recommendation
-from gpuinsight.rules.disruption import allowed_disruptions, selector_matches
+from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions
 
 SCHEDULER_CM = Ref("ConfigMap", "volcano-system", "volcano-scheduler-configmap")
 CONF_KEY = "volcano-scheduler.conf"
@@ -196,13 +196,10 @@ def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[s
     cached = state.planned.get("binpack.pdb_coverage")
     if cached is not None and cached[0] == key:
         return cached[1]
-    by_ns: dict[str, list[dict[str, Any]]] = {}
-    for p in state.pods:
-        by_ns.setdefault(p["namespace"], []).append(p)
+    pods = LabelIndex(state.pods, lambda p: p["namespace"], lambda p: p.get("labels") or {})
     out = []
     for pdb in state.pdbs:
-        covered = [p for p in by_ns.get(pdb["namespace"], [])
-                   if selector_matches(pdb.get("selector") or {}, p.get("labels") or {})]
+        covered = pods.covered(pdb["namespace"], pdb.get("selector") or {})
         healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
         out.append((pdb, {(p["namespace"], p["name"]) for p in covered},
                     allowed_disruptions(pdb, len(covered), healthy)))

@@ -108,8 +108,20 @@ def _without_credentials(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     return walk(copy.deepcopy(doc), ""), dropped
 
 
+def _clean_spec(rec: Recommendation, state: ClusterState, old: str) -> tuple[dict[str, Any], list[str]]:
+    """A fresh copy of pool ``old``'s spec without credentials: cleaned once per pool and plan
+    (every spot finding of a pool copies the same spec; the credential check walks all of it)."""
+    spec = _source_pool(rec, state, old)["spec"]
+    key = f"spot.clean_spec:{old}"
+    cached = state.planned.get(key)
+    if cached is None or cached[0] is not spec:
+        cached = (spec, *_without_credentials(spec))
+        state.planned[key] = cached
+    return copy.deepcopy(cached[1]), list(cached[2])
+
+
 def _karpenter_pool(rec: Recommendation, state: ClusterState, ref: Ref, new: str, old: str) -> list[dict[str, Any]]:
-    spec, dropped = _without_credentials(_source_pool(rec, state, old)["spec"])
+    spec, dropped = _clean_spec(rec, state, old)
     notes = [model.note(f"new NodePool {new}: not copied from {old} because they look like credentials: "
                         f"{', '.join(dropped)}; add them by hand if the new nodes need them", f"NodePool/{new}")
              ] if dropped else []
