@@ -22,7 +22,9 @@ u AS (
            sum(sm_active_avg * covered_s) / nullif(sum(covered_s), 0) AS sm_active_avg,
            max(sm_active_max) AS sm_active_max,
            max(fb_used_max_mib) AS fb_used_max_mib,
-           count(DISTINCT (gpu_uuid, mig_instance)) AS gpus_seen
+           -- gpu_hourly's natural key (cluster, hour, gpu_uuid, mig_instance, namespace, pod; its only
+           -- writer is the rollup, which groups by it) makes each row a distinct GPU of the pod-hour
+           count(*) AS gpus_seen
     FROM gpu_hourly
     WHERE pod <> ''
     GROUP BY cluster, hour, namespace, pod

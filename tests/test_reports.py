@@ -690,3 +690,34 @@ def test_cronjob_runs_collect_then_report_and_fails_loudly(tmp_path: Path) -> No
         "collect prometheus", "collect kubernetes", "collect prices", "report --out"]
     assert "--url http://prometheus:9090 --since 7d" in calls[0]
     assert re.search(r"--upload s3://b/p/prod/\d{4}-\d{2}-\d{2}$", calls[3])
+
+
+def test_vega_bundle_is_built_once_per_vl_convert_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JavaScript bundle is kept in the user's cache folder by vl-convert version; a file cut
+    short is rebuilt; without a usable folder it is simply built."""
+    from gpuinsight.reports import assets
+
+    builds: list[str | None] = []
+
+    def bundle(vl_version: str | None = None) -> str:
+        builds.append(vl_version)
+        return "a</SCRIPT>b"
+
+    monkeypatch.setattr(assets.vlc, "javascript_bundle", bundle)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assets.vega_bundle.cache_clear()
+    try:
+        assert assets.vega_bundle() == "a<\\/SCRIPT>b" and len(builds) == 1
+        assets.vega_bundle.cache_clear()
+        assert assets.vega_bundle() == "a<\\/SCRIPT>b" and len(builds) == 1  # from the file
+        (cached,) = (tmp_path / "gpuinsight").iterdir()
+        assert assets.vlc.__version__ in cached.name
+        cached.write_text("a<\\/SCR")  # cut short
+        assets.vega_bundle.cache_clear()
+        assert assets.vega_bundle() == "a<\\/SCRIPT>b" and len(builds) == 2
+        (tmp_path / "gpuinsight").rename(tmp_path / "moved")
+        (tmp_path / "gpuinsight").write_text("not a folder")
+        assets.vega_bundle.cache_clear()
+        assert assets.vega_bundle() == "a<\\/SCRIPT>b" and len(builds) == 3
+    finally:
+        assets.vega_bundle.cache_clear()
