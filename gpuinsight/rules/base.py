@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from gpuinsight.rules.context import PlanContext
     from gpuinsight.rules.typed import Schema
 
-RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray", "input_starved", "scale_to_zero",
+              "topology")
 HOURS_PER_MONTH = 730.0
 
 
