@@ -80,7 +80,8 @@ class Recommendation:
 def stable_id(rule: str, *parts: str | None) -> str:
     """Same finding, same id, across runs: a hash of the rule and its target."""
     key = "|".join([rule, *[p or "" for p in parts]])
-    return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    # ids are DNS-label-like (plan files check them): scale_to_zero -> scale-to-zero-<hash>
+    return f"{rule.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
