@@ -119,9 +119,8 @@ def raycluster_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
 def rayjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     name = require_str(obj, "metadata", "name")
     spec = get_map(obj, "spec")
-    status = get_map(obj, "status")
     created = get_time(obj, "metadata", "creationTimestamp")
-    start, end = get_time(status, "startTime"), get_time(status, "endTime")
+    start, end = get_time(obj, "status", "startTime"), get_time(obj, "status", "endTime")
     for ts in (created, start, end):
         ctx.observe(ts)
     if spec.get("rayClusterSpec") is not None:  # shape-checked like a RayCluster's; stored there
@@ -131,14 +130,14 @@ def rayjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "namespace": get_str(obj, "metadata", "namespace") or "default",
         "name": name,
         "uid": get_str(obj, "metadata", "uid"),
-        "ray_cluster": get_str(status, "rayClusterName"),
+        "ray_cluster": get_str(obj, "status", "rayClusterName"),
         "uses_existing": bool(get_map(spec, "clusterSelector")),
         "shutdown_after_finish": bool(get_bool(spec, "shutdownAfterJobFinishes")),
         "ttl_after_finish_s": get_int(spec, "ttlSecondsAfterFinished", lo=0) or 0,
         "deletion_strategy": spec.get("deletionStrategy") is not None,
         "submission_mode": get_str(spec, "submissionMode") or "K8sJobMode",
-        "job_status": get_str(status, "jobStatus"),
-        "deployment_status": get_str(status, "jobDeploymentStatus"),
+        "job_status": get_str(obj, "status", "jobStatus"),
+        "deployment_status": get_str(obj, "status", "jobDeploymentStatus"),
         "start_time": start,
         "end_time": end,
         "created": created,
