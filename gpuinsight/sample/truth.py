@@ -216,7 +216,7 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
         queue_hours[wl["queue"]] += gpu_h + slice_h
         entry = {
             "namespace": wl["namespace"], "workload": wl["name"], "workload_kind": wd.kind, "cell": wl["cell"],
-            "queue": wl["queue"], "production": wd.production, "env": wd.env or None,
+            "queue": wl["queue"] or None, "production": wd.production, "env": wd.env or None,
             "priority_class": wd.priority_class or None, "gpu_model": price["gpu_model"],
             "node_pool": price["node_pool"], "capacity_type": price["capacity_type"], "nodes": nodes,
             "resource": wd.resource, "gpus_per_pod": wd.gpus_per_pod, "replicas": len(wd.pods),
