@@ -212,6 +212,15 @@ def test_apply_dry_runs_then_applies_and_rolls_back(tmp_path: Path) -> None:
         assert so is not None and so["spec"]["minReplicaCount"] == 0
         rollback("plan-ray1", kube, wh)
         assert api.get_obj("scaledobjects", "ml-demo", "summarizer-preview") is None  # created, so deleted
+        # every request is one the apply ClusterRole grants (deploy/rbac)
+        role = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy/rbac/apply-clusterrole.yaml").read_text())
+        verbs = {"GET": "get", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
+        for r in api.requests:
+            target = api.match([p for p in r.path.split("/") if p])
+            if target is not None and target[2] is not None:
+                res = target[0]
+                assert any(res.group in g["apiGroups"] and res.plural in g["resources"] and verbs[r.method] in g["verbs"]
+                           for g in role["rules"]), (r.method, r.path)
         for key in (("ray.io", "v1", "rayclusters"), ("ray.io", "v1", "rayjobs")):
             (now,), (then,) = api.objects[key], before[key]
             assert now["spec"] == then["spec"]
