@@ -56,7 +56,7 @@ def test_idle_workers_without_autoscaler_get_it_with_min_replicas_zero() -> None
 def test_autoscaler_held_by_min_replicas_and_a_slow_timeout() -> None:
     f = batch_fleet()
     (r,) = evaluate_rules(batch_frames(f, replicas=4, min_replicas=4, autoscaling=True, idle_timeout_s=60))
-    assert r.proposed["min_replicas"] == 0 and r.proposed["idle_timeout_s"] == 60  # its own shorter timeout stays
+    assert r.proposed["min_replicas"] == 0 and r.proposed["idle_timeout_s"] is None  # its own shorter timeout stays
     assert "turn on" not in r.title and "lower minReplicas 4 -> 0" in r.title
     (slow,) = evaluate_rules(batch_frames(f, replicas=4, min_replicas=0, autoscaling=True, idle_timeout_s=7200))
     assert slow.proposed["idle_timeout_s"] == 600

@@ -77,7 +77,11 @@ def ray_section(findings: list[Any]) -> str:
         elif change == "worker_min_replicas":
             held = (f"{ev.get('idle_hours_in_long_stretches')} h idle in long stretches; "
                     f"min {cur.get('min_replicas')}, {'autoscaler on' if cur.get('autoscaling') else 'no autoscaler'}")
-            to = f"minReplicas {prop.get('min_replicas')}, autoscaler idle timeout {prop.get('idle_timeout_s')} s"
+            to = f"minReplicas {prop.get('min_replicas')}"
+            if not cur.get("autoscaling"):
+                to += ", in-tree autoscaler on"
+            if prop.get("idle_timeout_s") is not None:
+                to += f", autoscaler idle timeout {prop['idle_timeout_s']} s"
         else:
             held = f"{cur.get('head_gpus'):g} GPU(s), hourly-max p95 {ev.get('gr_hourly_max_p95_pct')} % GR"
             to = "no GPU on the head (num-gpus 0)"

@@ -231,7 +231,9 @@ class RayRule(Rule):
                      "autoscaling": autoscaling, "idle_timeout_s": timeout_s,
                      "gpus_per_worker": num(g.get("gpus_per_pod"))},
             proposed=RayProposed("worker_min_replicas", min_replicas=keep, autoscaling=True,
-                                 idle_timeout_s=new_timeout).to_dict(),
+                                 # only when it changes: the current one (or Ray's default) is kept
+                                 idle_timeout_s=new_timeout if new_timeout != timeout_s or not autoscaling
+                                 else None).to_dict(),
             monthly_savings_usd=monthly(granted),
             confidence=evidence_confidence(num(g.get("hours_held")), settings["full_confidence_hours"]),
             evidence={
