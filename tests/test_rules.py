@@ -70,8 +70,9 @@ def test_idle_pod_alone_on_a_node_is_claimed_once() -> None:
 
 
 def test_nightly_work_gets_a_schedule_not_removal() -> None:
-    # median 0, two hours a night at 90 %: low median and active share, but high peaks
-    f = Fleet([Node("n1", **L4)], [Pod("retrain-0", "n1", "retrain")])
+    # median 0, two hours a night at 90 %: low median and active share, but high peaks; a kind KEDA
+    # cannot scale (a Deployment or StatefulSet gets a ScaledObject from scale_to_zero instead)
+    f = Fleet([Node("n1", **L4)], [Pod("retrain-0", "n1", "retrain", kind="VolcanoJob")])
     f.usage[("ns", "retrain")] = Usage(gr_mean=0.075, gr_p50=0.0, gr_p95=0.9, peak_p95=0.93, gr_max=0.97,
                                        active_fraction=0.083, recurring_hours=[2, 3], days_observed=7)
     (r,) = evaluate_rules(f.frames())
@@ -79,6 +80,8 @@ def test_nightly_work_gets_a_schedule_not_removal() -> None:
     assert r.proposed["schedule"]["active_hours_utc"] == [1, 2, 3, 4]  # with an hour's margin each side
     assert r.monthly_savings_usd == pytest.approx(0.8048 * 730 * 20 / 24, rel=1e-3)
     assert "scale it to zero in between" in r.title
+    f.pods[0].kind = "Deployment"
+    assert evaluate_rules(f.frames()) == []  # without its idle stretches, scale_to_zero has nothing to go on
 
 
 def test_interactive_bursts_at_random_hours_are_neither_idle_nor_periodic() -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import polars as pl
 import vl_convert as vlc
 
-from gpuinsight.reports import charts, theme
+from gpuinsight.reports import charts, ray_keda, theme
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
@@ -77,6 +77,9 @@ def build_report(gi: ReportSource, plan: Any = None) -> Report:
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
     ]
+    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
+    if sleepy:
+        built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
     configured = getattr(gi.config, "cluster", "") or ""
     # the clusters the data holds, unless a specific (non-default) cluster was named
     cluster = configured if configured not in ("", "default") else (summary.get("clusters") or configured or "cluster")
@@ -85,7 +88,8 @@ def build_report(gi: ReportSource, plan: Any = None) -> Report:
         total = float(recs.get_column("monthly_savings_usd").sum())
     return Report(cluster=cluster, summary=summary, price_note=note, findings=recs, total_savings_usd=float(total),
                   charts=built, notes=list(getattr(plan, "notes", []) or []),
-                  plan_id=getattr(plan, "plan_id", None), waste_tables=tables)
+                  plan_id=getattr(plan, "plan_id", None), waste_tables=tables,
+                  sections=ray_keda.sections(plan.recommendations))
 
 
 def write_report(gi: ReportSource, out: Path, *, plan: Any = None, png_dir: Path | None = None,

@@ -34,6 +34,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     plan_id: str | None = None
     waste_tables: list[WasteTable] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # HTML of the per-kind sections (KubeRay, scale to zero)
 
 
 def price_note(catalog: str | None, as_of: Any) -> str:
@@ -278,6 +279,7 @@ def render_html(r: Report, specs: dict[str, dict[str, Any]]) -> str:
 <h2>Charts</h2>
 {chart_divs}
 {findings_table(r)}
+{"".join(r.sections)}
 {f'<section><h2>Notes</h2><ul>{notes}</ul></section>' if notes else ''}
 </main>
 <footer><p>Buckets: {legend}. Dollar figures are GPU node-hours priced with the catalog named under the

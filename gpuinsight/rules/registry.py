@@ -15,10 +15,15 @@ from gpuinsight.rules.consolidation import ConsolidationRule
 from gpuinsight.rules.idle import IdleRule
 from gpuinsight.rules.production import SETTINGS as PRODUCTION_SETTINGS
 from gpuinsight.rules.queue import QueueRule
+from gpuinsight.rules.ray import RayRule
+from gpuinsight.rules.scale_to_zero import ScaleToZeroRule
 from gpuinsight.rules.spot import SpotRule
 
-# idle reclaim, then consolidation, then binpack on what is left, then spot, then queues
-ALL_RULES: tuple[type[Rule], ...] = (IdleRule, ConsolidationRule, BinpackRule, SpotRule, QueueRule)
+# KubeRay clusters first (they are judged as Ray clusters, not as generic workloads), then idle
+# reclaim, consolidation, scale-to-zero of what is idle part of the time, binpack on what is
+# left, spot, queues
+ALL_RULES: tuple[type[Rule], ...] = (RayRule, IdleRule, ConsolidationRule, ScaleToZeroRule, BinpackRule, SpotRule,
+                                     QueueRule)
 
 
 class ProductionSettings(Rule):
