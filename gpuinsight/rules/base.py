@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from gpuinsight.rules.context import PlanContext
     from gpuinsight.rules.typed import Schema
 
-RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "input_starved", "topology")
 HOURS_PER_MONTH = 730.0
 
 
@@ -79,7 +79,8 @@ class Recommendation:
 def stable_id(rule: str, *parts: str | None) -> str:
     """Same finding, same id, across runs: a hash of the rule and its target."""
     key = "|".join([rule, *[p or "" for p in parts]])
-    return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    # ids name applied changes (labels, annotations): DNS-label characters only
+    return f"{rule.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)

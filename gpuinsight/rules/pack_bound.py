@@ -1,11 +1,14 @@
 """Plan a node pool's packing: the exact ILP (HiGHS) where the pool is small enough, a greedy
 fallback otherwise, and the plain fewest-nodes bound used as a yardstick.
 
-A pool problem is nodes (capacity in GPUs, cost) and pods (GPUs, current node). A pod may be
-pinned to its node; pods of a strict gang restart together (if one moves, all are evicted and
-rescheduled, each to any node with room); budgets cap how many of a set of pods may be evicted
-(PodDisruptionBudgets, the elastic part of a gang). The ILP minimises the cost of the nodes
-kept, then the GPUs moved.
+A pool problem is nodes (capacity in GPUs, cost, network domains) and pods (GPUs, current
+node). A pod may be pinned to its node; pods of a strict gang restart together (if one moves,
+all are evicted and rescheduled, each to any node with room); budgets cap how many of a set of
+pods may be evicted (PodDisruptionBudgets, the elastic part of a gang). The ILP minimises, in
+this order: the cost of the nodes kept; how widely each moved gang lands (the domains it spans,
+tightest level first: nodes, then racks/blocks, so one fewer rack outweighs any number of nodes);
+the GPUs moved. The first term alone decides the nodes kept, so the topology preference never
+costs a node: it only chooses among plans of the same cost.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class PoolNode:
     capacity: float               # GPUs it may hold: never less than what stays on it; GPUs that
                                   # earlier findings returned to the pool are not offered
     cost: float                   # what keeping it costs per hour
+    domains: tuple[str, ...] = () # network domains above the node (NVLink domain, rack, block), tightest first
 
 
 @dataclass
@@ -58,6 +62,26 @@ class PoolProblem:
 
     def pinned_gangs(self) -> set[str]:
         return {p.gang for p in self.pods if p.gang and p.pinned}
+
+    def domain_levels(self) -> int:
+        return max((len(n.domains) for n in self.nodes), default=0)
+
+    def distance(self, a: int, b: int) -> int:
+        """0 on one node, k + 1 when the tightest domain the nodes share is level k, else levels + 1."""
+        if a == b:
+            return 0
+        da, db = self.nodes[a].domains, self.nodes[b].domains
+        for k, (x, y) in enumerate(zip(da, db, strict=False)):
+            if x == y:
+                return k + 1
+        return self.domain_levels() + 1
+
+    def span(self, nodes: set[int]) -> int:
+        """How widely a set of nodes spreads: 0 one node, k + 1 within one level-k domain."""
+        if len(nodes) <= 1:
+            return 0
+        first = min(nodes)
+        return max(self.distance(first, j) for j in nodes)
 
 
 @dataclass
@@ -169,8 +193,12 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - x[i, p.node])
         h.addConstr(sum(terms) <= allowed)
     total_gpus = sum(p.gpus for p in problem.pods) + 1.0
+    spread, spread_max = _spread_terms(h, problem, x, gang_var)
     cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
-    objective = [max(nd.cost, cheapest) / cheapest * total_gpus * y[j] for j, nd in enumerate(problem.nodes)]
+    # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved
+    objective = [max(nd.cost, cheapest) / cheapest * total_gpus * (spread_max + 1) * y[j]
+                 for j, nd in enumerate(problem.nodes)]
+    objective += [total_gpus * term for term in spread]
     for i in free:
         p = problem.pods[i]
         if p.gang in gang_var:
@@ -194,6 +222,43 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             assign.append(max(range(n_nodes), key=lambda j, i=i: val(x[i, j])))
     moved = {g for g, m in gang_var.items() if val(m) > 0.5}
     return PoolPlan(assign, moved, "ilp", True)
+
+
+def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
+                  gang_var: dict[str, Any]) -> tuple[list[Any], float]:
+    """Objective terms counting, for every gang the plan moves, the domains it lands in beyond the
+    first at each level (nodes first, then each domain level), weighted so that one fewer domain
+    at a level outweighs any change at the tighter ones; and the largest value they can sum to."""
+    gangs = problem.gangs()
+    movable = {g: gangs[g] for g in gang_var}
+    if not movable:
+        return [], 0.0
+    size = max(len(m) for m in movable.values())
+    levels = problem.domain_levels()
+    groups: list[dict[str, list[int]]] = [{str(j): [j] for j in range(len(problem.nodes))}]
+    for k in range(levels):
+        by: dict[str, list[int]] = defaultdict(list)
+        for j, nd in enumerate(problem.nodes):
+            by[nd.domains[k] if k < len(nd.domains) else f"~{j}"].append(j)
+        groups.append(by)
+    terms: list[Any] = []
+    bound = 0.0
+    for gang, members in movable.items():
+        m = gang_var[gang]
+        for level, by in enumerate(groups):
+            weight = float((size + 1) ** level)
+            for nodes in by.values():
+                used = h.addBinary()
+                for i in members:
+                    for j in nodes:
+                        if (i, j) in x:
+                            h.addConstr(used >= x[i, j] + m - 1)  # counts only when the gang moves
+                terms.append(weight * used)
+            # a moved gang lands in at least one domain per level: only the ones beyond it count, so
+            # moving a gang compactly costs no more than moving single pods
+            terms.append(-weight * m)
+            bound += weight * (len(members) - 1)
+    return terms, bound
 
 
 def solve_greedy(problem: PoolProblem) -> PoolPlan:
@@ -228,15 +293,23 @@ def solve_greedy(problem: PoolProblem) -> PoolPlan:
             continue
         trial = list(load)
         placement: dict[int, int] = {}
+        landed: dict[str, list[int]] = defaultdict(list)  # where each moved gang's pods went so far
         ok = True
         for i in sorted(moving, key=lambda i: (-problem.pods[i].gpus, problem.pods[i].name)):
             g = problem.pods[i].gpus
+            gang = problem.pods[i].gang
             targets = [k for k in range(len(problem.nodes)) if k != j and k not in released and on[k]
                        and trial[k] + g <= problem.nodes[k].capacity + 1e-9]
             if not targets:
                 ok = False
                 break
-            best = min(targets, key=lambda k: (problem.nodes[k].capacity - trial[k] - g, problem.nodes[k].name))
+            # a gang's pod lands as close as it can to the rest of its gang (node > NVLink > rack >
+            # block), then best fit
+            near = [assign[o] for o in gangs.get(gang or "", []) if o not in moving] + landed.get(gang or "", [])
+            best = min(targets, key=lambda k: (max((problem.distance(o, k) for o in near), default=0),
+                                               problem.nodes[k].capacity - trial[k] - g, problem.nodes[k].name))
+            if gang:
+                landed[gang].append(best)
             trial[best] += g
             trial[j] -= g
             placement[i] = best

@@ -22,7 +22,8 @@ KSM_NODE_LABELS = ("node.kubernetes.io/instance-type", "karpenter.sh/capacity-ty
                    "nvidia.com/gpu.count", "nvidia.com/mig.config", "nvidia.com/mig.strategy",
                    "topology.kubernetes.io/zone")
 KSM_POD_LABELS = ("app", "env", "volcano.sh/job-name", "volcano.sh/queue-name")
-KSM_POD_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name")
+KSM_POD_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name",
+                       "gpuinsight.io/checkpoint-interval")
 
 
 def iso(ts: int) -> str:
@@ -151,6 +152,7 @@ def pod_annotations(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, str]:
                     "volcano.sh/task-spec": wd.task, "volcano.sh/template-uid": f"{wl['name']}-{wd.task}"})
     else:
         ann["scheduling.volcano.sh/queue-name"] = wl["queue"]
+    ann.update(wd.annotations)
     return dict(sorted(ann.items()))
 
 

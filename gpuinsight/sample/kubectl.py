@@ -1,7 +1,7 @@
 """Write the fleet's end-of-window state as `kubectl get ... -o json` dumps.
 
 Files: nodes.json, pods.json, events.json (the last hour, as the API server keeps them),
-queues.json, podgroups.json, vcjobs.json, nodepools.json, pdbs.json.  Keys are sorted and
+queues.json, podgroups.json, vcjobs.json, nodepools.json, pdbs.json, hypernodes.json.  Keys are sorted and
 indented by four spaces, as kubectl prints unstructured objects.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import k8s
-from .crds import nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
+from .crds import hypernode_objects, nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
 from .fleet import Fleet
 from .spec import WORKLOADS
 
@@ -283,4 +283,5 @@ def write_kubectl_dumps(fleet: Fleet, directory: str | Path) -> Path:
     _dump(d / "nodepools.json", nodepool_objects(s))
     _dump(d / "pdbs.json", pdb_objects(s))
     _dump(d / "events.json", event_objects(s, pods, jobs))
+    _dump(d / "hypernodes.json", hypernode_objects(s))
     return d

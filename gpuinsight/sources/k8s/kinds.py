@@ -11,7 +11,7 @@ from gpuinsight.sources.k8s.cluster import event_row, nodepool_row, pdb_row
 from gpuinsight.sources.k8s.common import MapContext
 from gpuinsight.sources.k8s.nodes import node_row
 from gpuinsight.sources.k8s.pods import pod_row
-from gpuinsight.sources.k8s.volcano import podgroup_row, queue_row, vcjob_row
+from gpuinsight.sources.k8s.volcano import hypernode_row, podgroup_row, queue_row, vcjob_row
 
 Mapper = Callable[[dict[str, Any], MapContext], dict[str, Any]]
 
@@ -48,6 +48,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("pdbs", "PodDisruptionBudget", _contract("pdbs", "namespace", "name", what="PodDisruptionBudgets"),
          pdb_row, "policy", ("v1",), "poddisruptionbudgets"),
     Kind("events", "Event", _contract("events", "uid", what="Events"), event_row, plural="events"),
+    Kind("hypernodes", "HyperNode", _contract("hypernodes", "name", what="Volcano HyperNodes (network topology)"),
+         hypernode_row, "topology.volcano.sh", ("v1alpha1",), "hypernodes", crd=True),
 )
 
 BY_STEM = {k.stem: k for k in KINDS}
