@@ -165,9 +165,10 @@ class TopologyRule(Rule):
         conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"],
                                    cap=settings[f"confidence_{src}"])
         spans = {p.name: [d for _, d, _ in topo.of(cluster, p.node).path] for p in mine}
+        spread = spread_label(topo, cluster, current, mine)
         return Recommendation(
             rule="topology", id=rid, namespace=ns, workload=wl, queue=r.get("queue"),
-            title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread_label(topo, cluster, current, mine)} while "
+            title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread} while "
                    f"{level_label(level)} {domain} could hold it: ask the scheduler for it on the next start "
                    "(slowdown risk, not priced)"),
             current={"pods": len(mine), "nodes": len({p.node for p in mine}), "span": current},
@@ -177,7 +178,7 @@ class TopologyRule(Rule):
             evidence={
                 "gang": gang, "pods": len(mine), "gpus": round(sum(p.gpus for p in mine), 3),
                 "gpu_model": model, "nvlink_reach": topo.of(cluster, pods[0]["node"]).nvlink,
-                "current_span": current, "tightest_feasible": level, "feasible_domain": domain,
+                "current_span": current, "spread": spread, "tightest_feasible": level, "feasible_domain": domain,
                 "domains_per_pod": spans, "topology_source": src,
                 "levels_known": list(topo.levels),
                 "gang_mean_activity_pct": pct(r.get("gr_mean")),
@@ -249,7 +250,7 @@ def _asks_at_least(constraint: dict[str, Any], tier: int | None) -> bool:
 
 def level_label(level: str) -> str:
     return {"node": "node", "nvlink": "NVLink domain", "rack": "rack", "block": "block", "zone": "zone"}.get(
-        level, f"HyperNode {level.replace('tier', 'tier ')}")
+        level, f"{level.replace('tier', 'tier-')} HyperNode")
 
 
 def spread_label(topo: Topology, cluster: str, current: str, pods: list[_Pod]) -> str:
