@@ -255,10 +255,11 @@ def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
     keys = csv(settings["checkpoint_keys"])
     for where, values in (("annotation", as_map(r.get("annotations"))), ("label", as_map(r.get("labels")))):
         for key in keys:
-            if key in values:
-                hours = parse_interval_hours(values[key])
+            # kube-state-metrics publishes the key sanitized (gpuinsight_io_checkpoint_interval)
+            for spelling in dict.fromkeys((key, re.sub(r"[^a-zA-Z0-9_]", "_", key))):
+                hours = parse_interval_hours(values.get(spelling))
                 if hours is not None:
-                    return hours, f"{where} {key}={values[key]}"
+                    return hours, f"{where} {key}={values[spelling]}"
     if not sig:
         return None
     gap, cv, n = num(sig.get("interval_median_s")), sig.get("interval_cv"), int(num(sig.get("intervals")))

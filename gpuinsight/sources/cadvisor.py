@@ -56,8 +56,9 @@ def pod_cpu_samples(series: pl.DataFrame, cluster: str, step_s: int,
         return empty()
     rows = pl.concat(parts).filter(pl.col("namespace").is_not_null() & pl.col("pod").is_not_null())
     bad = ~pl.col("cpu_cores").is_finite() | (pl.col("cpu_cores") < 0) | (pl.col("cpu_cores") > MAX_CORES)
-    if dropped is not None:
-        dropped[COUNTER] = dropped.get(COUNTER, 0) + rows.filter(bad).height
+    n_bad = rows.filter(bad).height
+    if dropped is not None and n_bad:
+        dropped[COUNTER] = dropped.get(COUNTER, 0) + n_bad
     rows = rows.filter(~bad)
     return rows.group_by("namespace", "pod", "ts").agg(pl.col("cpu_cores").sum()).with_columns(
         pl.lit(cluster, dtype=pl.Utf8).alias("cluster"), pl.lit(int(step_s), dtype=pl.Int32).alias("step_s"),
