@@ -159,6 +159,7 @@ class BinpackRule(Rule):
         moves = move_list(problem, plan, pod_rows)
         for m in moves:
             ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
+            ctx.pods_moved.update({(cluster, m["namespace"], pod): m["to"] for pod in m["pods"]})
         moved_prod = sorted({f"{m['namespace']}/{m['workload']}: {m['production_reason']}" for m in moves
                              if m["production"]})
         for m in moves:
@@ -234,8 +235,11 @@ def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
         key = (cluster, n["node"])
         pods = pods_on.get(key, [])
         staying = sum(num(p.get("gpus")) for p in pods)
-        capacity = max(num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key), staying)
-        problem.nodes.append(PoolNode(n["node"], capacity, num(n.get("usd_per_hour"))))
+        free_of_claims = num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key)
+        # a node holding more than that (periodic work keeps its place while returning GPU-hours)
+        # keeps what it holds and takes nothing new
+        problem.nodes.append(PoolNode(n["node"], max(free_of_claims, staying), num(n.get("usd_per_hour")),
+                                      closed=staying > free_of_claims + 1e-9))
         for p in pods:
             gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
             strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)

@@ -24,6 +24,8 @@ class PlanContext:
     hosts: set[tuple[str, str]] = field(default_factory=set)
     # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
     relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    # ... and per pod: (cluster, namespace, pod) -> the node it moves to
+    pods_moved: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # the label keys of each topology level (the topology rule's settings; binpack reads them too)
     topology_labels: dict[str, Any] = field(default_factory=dict)
     _topology: Topology | None = field(default=None, repr=False)

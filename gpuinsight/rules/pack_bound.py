@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_VARIABLES = 6000
+# The spread pass only orders plans that release the same nodes: past this it keeps its best plan
+SPREAD_TIME_LIMIT_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class PoolNode:
                                   # earlier findings returned to the pool are not offered
     cost: float                   # what keeping it costs per hour
     domains: tuple[str, ...] = () # network domains above the node (NVLink domain, rack, block), tightest first
+    closed: bool = False          # takes no arrivals: what it holds already exceeds what it may hold
+                                  # (GPUs returned in time by work that keeps its place)
 
 
 @dataclass
@@ -106,6 +110,9 @@ def check_plan(problem: PoolProblem, plan: PoolPlan) -> list[str]:
             errors.append(f"pinned pod {p.name} moved")
         if p.gang and p.gang not in plan.moved_gangs and plan.assign[i] != p.node:
             errors.append(f"pod {p.name} of gang {p.gang} moved without its gang")
+    for i, p in enumerate(problem.pods):
+        if plan.assign[i] != p.node and problem.nodes[plan.assign[i]].closed:
+            errors.append(f"pod {p.name} moved onto {problem.nodes[plan.assign[i]].name}, which takes no arrivals")
     for j, total in load.items():
         if total > problem.nodes[j].capacity + 1e-9:
             errors.append(f"node {problem.nodes[j].name}: {total:g} GPUs over its capacity {problem.nodes[j].capacity:g}")
@@ -143,15 +150,36 @@ def _highs() -> Any:
 
 def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables: int = MAX_VARIABLES
               ) -> PoolPlan | None:
-    """The exact plan, or None when the pool is too big or HiGHS found no proven optimum in time."""
+    """The exact plan, or None when the pool is too big or HiGHS found no proven optimum in time.
+
+    Solved in two passes: node cost then GPUs moved; and only when that plan lands a moved gang
+    on more than one node, again with the gangs' spread in between, the node cost capped at the
+    first optimum. The result is the same lexicographic optimum, without paying for the spread
+    terms on every pool; a spread pass that needs more than :data:`SPREAD_TIME_LIMIT_S` keeps its
+    best plan so far (the nodes released stay optimal, the landing may not be the tightest)."""
     n_nodes = len(problem.nodes)
     free = [i for i, p in enumerate(problem.pods) if not p.pinned and p.gang not in problem.pinned_gangs()]
     if len(free) * n_nodes > max_variables:
         return None
     if not problem.pods:
         return PoolPlan([], set(), "ilp", True)
+    first = _solve_ilp(problem, free, time_limit_s, spread=False)
+    if first is None:
+        return None
+    plan, cost = first
+    gangs = problem.gangs()
+    if not any(len({plan.assign[i] for i in gangs[g]}) > 1 for g in plan.moved_gangs):
+        return plan
+    second = _solve_ilp(problem, free, min(time_limit_s, SPREAD_TIME_LIMIT_S), spread=True, cost_cap=cost)
+    return second[0] if second is not None else plan
+
+
+def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, spread: bool,
+               cost_cap: float | None = None) -> tuple[PoolPlan, float] | None:
+    """One HiGHS solve: the plan and its node-cost term."""
     import highspy
 
+    n_nodes = len(problem.nodes)
     h = _highs()
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", 0.0)
@@ -165,9 +193,11 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             fixed[p.node] += p.gpus
             continue
         for j in range(n_nodes):
+            if problem.nodes[j].closed and j != p.node:
+                continue
             x[i, j] = h.addBinary()
             load[j].append(p.gpus * x[i, j])
-        h.addConstr(sum(x[i, j] for j in range(n_nodes)) == 1)
+        h.addConstr(sum(x[i, j] for j in range(n_nodes) if (i, j) in x) == 1)
     for j, nd in enumerate(problem.nodes):
         if fixed[j] > 0:
             h.addConstr(y[j] == 1)
@@ -193,12 +223,14 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - x[i, p.node])
         h.addConstr(sum(terms) <= allowed)
     total_gpus = sum(p.gpus for p in problem.pods) + 1.0
-    spread, spread_max = _spread_terms(h, problem, x, gang_var)
+    terms, spread_max = _spread_terms(h, problem, x, gang_var) if spread else ([], 0.0)
     cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
+    weights = [max(nd.cost, cheapest) / cheapest for nd in problem.nodes]
+    if cost_cap is not None:  # the first pass's optimum, plus a hair for the solver's tolerances
+        h.addConstr(sum(w * y[j] for j, w in enumerate(weights)) <= cost_cap + 1e-6)
     # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved
-    objective = [max(nd.cost, cheapest) / cheapest * total_gpus * (spread_max + 1) * y[j]
-                 for j, nd in enumerate(problem.nodes)]
-    objective += [total_gpus * term for term in spread]
+    objective = [w * total_gpus * (spread_max + 1) * y[j] for j, w in enumerate(weights)]
+    objective += [total_gpus * term for term in terms]
     for i in free:
         p = problem.pods[i]
         if p.gang in gang_var:
@@ -207,7 +239,11 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
     for gang, m in gang_var.items():
         objective.append(sum(problem.pods[i].gpus for i in problem.gangs()[gang]) * m)
     h.minimize(sum(objective))
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    status = h.getModelStatus()
+    # the spread pass may stop at its time limit: its best plan keeps the optimal node cost (capped)
+    incumbent = cost_cap is not None and status == highspy.HighsModelStatus.kTimeLimit and \
+        h.getInfo().primal_solution_status == 2
+    if status != highspy.HighsModelStatus.kOptimal and not incumbent:
         return None
     sol = h.getSolution().col_value
 
@@ -219,9 +255,10 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
         if i not in free_set:
             assign.append(p.node)
         else:
-            assign.append(max(range(n_nodes), key=lambda j, i=i: val(x[i, j])))
+            assign.append(max((j for j in range(n_nodes) if (i, j) in x), key=lambda j, i=i: val(x[i, j])))
     moved = {g for g, m in gang_var.items() if val(m) > 0.5}
-    return PoolPlan(assign, moved, "ilp", True)
+    cost = sum(w for j, w in enumerate(weights) if val(y[j]) > 0.5)
+    return PoolPlan(assign, moved, "ilp", True), cost
 
 
 def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
@@ -299,6 +336,7 @@ def solve_greedy(problem: PoolProblem) -> PoolPlan:
             g = problem.pods[i].gpus
             gang = problem.pods[i].gang
             targets = [k for k in range(len(problem.nodes)) if k != j and k not in released and on[k]
+                       and not problem.nodes[k].closed
                        and trial[k] + g <= problem.nodes[k].capacity + 1e-9]
             if not targets:
                 ok = False

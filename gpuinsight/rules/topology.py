@@ -105,7 +105,7 @@ class TopologyRule(Rule):
         gangs: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
         for p in ctx.rows(frames, "placement_current"):
             c = str(p.get("cluster") or "")
-            node = ctx.relocated.get((c, p["namespace"], str(p["workload"])), {}).get(p["node"], p["node"])
+            node = ctx.pods_moved.get((c, p["namespace"], p["pod"]), p["node"])
             held[(c, node)] += num(p.get("gpus"))
             if p.get("gang") and not p.get("mig_profile"):
                 gangs[(c, p["namespace"], p["gang"])].append({**p, "node": node})
