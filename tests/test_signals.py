@@ -120,6 +120,7 @@ def test_coarse_steps_say_the_period_is_not_resolved() -> None:
     {"idle_step_fraction": 0.02, "mixed_step_fraction": 0.0},   # steady half load: no stalls
     {"fb_idle_mib": 2000.0},                                    # frees its memory when quiet: not a resident model
     {"fb_cv": 0.6},
+    {"idle_run_mean_s": 22 * 3600.0, "busy_run_mean_s": 7200.0},  # busy two hours a night: periodic, not stalls
 ])
 def test_what_is_not_input_starvation(kw: dict[str, Any]) -> None:
     assert not only(evaluate_rules(trainer_fleet(starved(**kw)).frames()), "input_starved")

@@ -9,7 +9,9 @@ fix is upstream of the GPU. The rule reads ``workload_input_profile`` and:
 * **diagnoses**: bursts reach ``min_burst_level`` (p95 of the per-step max), the duty cycle
   (mean activity / burst level) is at most ``max_duty_cycle``, at least ``min_stall_fraction``
   of the steps hold a stall (a whole step below 5 %, or a step whose min is below 5 % and max
-  above half the burst level), and the framebuffer is steady through the stalls;
+  above half the burst level), stalls are short (``max_stall_minutes`` on average: hours of
+  quiet between runs are a schedule, the idle rule's), and the framebuffer is steady through
+  the stalls;
 * **finds the cause** from what was busy while the GPU waited: the pod's container CPU near its
   request (a CPU-bound loader: more data-loader workers and CPU), PCIe/NVLink receive still high
   (host-to-device copies: pinned memory and prefetch to the GPU), or neither (waiting on storage
@@ -80,6 +82,8 @@ class InputStarvedRule(Rule):
         Setting("max_duty_cycle", 0.8, "Flag when mean activity / burst level is at most this (waits >= 20 %)."),
         Setting("min_stall_fraction", 0.1, "At least this share of steps holds a stall (a step below 5 %, or a "
                                            "step whose min is below 5 % and max above half the burst level)."),
+        Setting("max_stall_minutes", 30.0, "Stalls last at most this long on average: an input stall is the "
+                                           "next batch or shard; hours of quiet are a schedule (the idle rule)."),
         Setting("max_fb_cv", 0.15, "The framebuffer is steady: stddev / mean over steps at most this."),
         Setting("min_fb_idle_ratio", 0.9, "Framebuffer in stalled steps at least this share of busy steps "
                                           "(the model stays resident while the GPU waits)."),
@@ -198,6 +202,8 @@ def starved(sig: dict[str, Any], settings: dict[str, Any]) -> bool:
         return False
     if stall_fraction(sig) < settings["min_stall_fraction"]:
         return False
+    if num(sig.get("idle_runs")) > 0 and num(sig.get("idle_run_mean_s")) > settings["max_stall_minutes"] * 60:
+        return False  # long quiet stretches between runs: periodic work, not a pipeline stall
     if sig.get("fb_cv") is None or num(sig.get("fb_cv")) > settings["max_fb_cv"]:
         return False
     busy_fb, idle_fb = num(sig.get("fb_busy_mib")), sig.get("fb_idle_mib")
