@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinsight.rules.production import string_map as as_map
+
 # level names, tightest first; "node" and "zone" are always known. A label-derived domain is
 # named "<label key>=<value>" (the key is what a pod affinity's topologyKey needs).
 LEVELS = ("node", "nvlink", "rack", "block", "zone")
@@ -60,17 +62,6 @@ def csv(value: Any) -> tuple[str, ...]:
     if isinstance(value, list | tuple):
         return tuple(str(v).strip() for v in value if str(v).strip())
     return tuple(v.strip() for v in str(value or "").split(",") if v.strip())
-
-
-def as_map(value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 @dataclass
