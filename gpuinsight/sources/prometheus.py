@@ -146,6 +146,8 @@ class PrometheusSource:
             qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
             qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
+            qs.append(promql.container_cpu_query(a - EPS_S, b - EPS_S, step, shift, generations.resolution_s,
+                                                 self.matchers))
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
             chunks.append(qs)

@@ -199,15 +199,10 @@ OWNER_FACTS = ("kube_replicaset_owner", "kube_job_owner")
 
 
 def ksm_step_exprs(step: int, matchers: Sequence[Matcher], pod_key: str = POD_BY_UID) -> list[tuple[str, str]]:
-    """Per-step series: pod and node liveness, and the GPU pods' container CPU (cAdvisor)."""
     w = dur(step)
     pod = f"last_over_time({selector('kube_pod_info', matchers)}[{w}]) {gpu_pods_filter(w, matchers, pod_key)}"
     node = f"last_over_time({selector('kube_node_info', matchers)}[{w}]) {gpu_nodes_filter(w, matchers)}"
-    return [(pod, "kube_pod_info"), (node, "kube_node_info"), container_cpu_expr(step, matchers)]
-
-
-# rate() needs two samples in its window: at least 120 s covers cAdvisor scraped every minute
-CPU_RATE_MIN_WINDOW_S = 120
+    return [(pod, "kube_pod_info"), (node, "kube_node_info")]
 
 
 def gpu_pod_keys(window: str, matchers: Sequence[Matcher]) -> str:
@@ -221,12 +216,24 @@ def gpu_pod_keys(window: str, matchers: Sequence[Matcher]) -> str:
     return f"(max by (namespace, pod) ({req}) or max by (namespace, pod) ({renamed}))"
 
 
-def container_cpu_expr(step: int, matchers: Sequence[Matcher]) -> tuple[str, str]:
+def container_cpu_query(t0: float, t1: float, step: int, shift: float, resolution_s: int,
+                        matchers: Sequence[Matcher]) -> Query:
     """Cores each GPU pod used per step: cAdvisor's CPU-seconds counter as a rate, summed over the
-    pod's containers (not the pod cgroup ``container=""`` nor the pause container ``POD``)."""
+    pod's containers (not the pod cgroup ``container=""`` nor the pause container ``POD``).
+
+    A counter's increase over a step needs the sample at the step's end, so the rate's window is
+    one scrape interval longer than the step and the query is evaluated one interval later than
+    the DCGM ones (the row keeps the step's start): the window then holds the samples from the
+    step's start to just past its end (the DCGM scrape interval stands in for cAdvisor's)."""
+    expr, metric = container_cpu_expr(step, matchers, resolution_s)
+    return Query(expr, metric, t0 + resolution_s, t1 + resolution_s, step, shift + resolution_s)
+
+
+def container_cpu_expr(step: int, matchers: Sequence[Matcher], resolution_s: int) -> tuple[str, str]:
+    """The rate expression of :func:`container_cpu_query`."""
     from gpuinsight.sources.cadvisor import COUNTER, RATE_METRIC
 
-    window = dur(max(step, CPU_RATE_MIN_WINDOW_S))
+    window = dur(step + resolution_s)
     cpu = selector(COUNTER, [("container", "!=", ""), ("container", "!=", "POD"), ("pod", "!=", ""), *matchers])
     expr = (f"sum by (namespace, pod) (rate({cpu}[{window}])) "
             f"and on (namespace, pod) {gpu_pod_keys(dur(step), matchers)}")
