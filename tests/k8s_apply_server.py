@@ -15,7 +15,9 @@ Builds on :class:`tests.k8s_server.FakeKubeAPI` (GET, lists, discovery, request 
   extended resources (requests equal limits, a limit present, integers); immutable fields
   (Deployment/StatefulSet selectors, StatefulSet spec fields other than the template and
   friends, a Pod's spec but image and added tolerations, an immutable ConfigMap's data); the
-  Volcano Job webhook (no spec change but ``minAvailable`` and task ``replicas``);
+  Volcano Job webhook (no spec change but ``minAvailable`` and task ``replicas``); KEDA's
+  webhook (one ScaledObject per workload); what the KubeRay controller and KEDA refuse in a spec
+  (``gpuinsight.actions.validate.OPERATOR_RULES``, through ``validate_object``);
 * a scheduling model (:func:`unschedulable`): would a pod template fit a node (its labels,
   taints, extended resources), counting the nodes a Karpenter NodePool would launch;
 * fault injection: ``api.fault("PATCH", "/queues/", 403)`` (optionally only for real or only
@@ -65,12 +67,20 @@ NO_GENERATION = ("Node", "ConfigMap", "Pod")
 _SCHEMAS: dict[str, CrdSchemas] = {}
 
 
-def schemas_for(crd_dir: str | Path) -> CrdSchemas:
-    """CRD schemas, parsed once per test session."""
-    key = str(Path(crd_dir).resolve())
-    if key not in _SCHEMAS:
-        _SCHEMAS[key] = CrdSchemas(crd_dir)
-    return _SCHEMAS[key]
+def schemas_for(crd_dir: str | Path | tuple[str | Path, ...]) -> CrdSchemas:
+    """CRD schemas of one directory, or of several together; each directory is parsed once per
+    test session (the KubeRay CRDs take seconds)."""
+    parts = []
+    for d in crd_dir if isinstance(crd_dir, tuple) else (crd_dir,):
+        key = str(Path(d).resolve())
+        if key not in _SCHEMAS:
+            _SCHEMAS[key] = CrdSchemas(d)
+        parts.append(_SCHEMAS[key])
+    if len(parts) == 1:
+        return parts[0]
+    merged = copy.copy(parts[0])
+    merged.validators = {k: v for p in parts for k, v in p.validators.items()}
+    return merged
 
 
 @dataclass
@@ -85,7 +95,7 @@ class Fault:
 
 
 class ApplyKubeAPI(FakeKubeAPI):
-    def __init__(self, *, crd_dir: str | Path | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, crd_dir: str | Path | tuple[str | Path, ...] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.resources.update(EXTRA)
         self.schemas = schemas_for(crd_dir) if crd_dir else None
@@ -254,7 +264,7 @@ class ApplyKubeAPI(FakeKubeAPI):
                                                            f"changes to the latest version and try again"))
         if current is None and asked is not None:
             return self._not_found(res, name)
-        denied = webhook_denial(res.kind, current, result)
+        denied = webhook_denial(res.kind, current, result) or self.keda_denial(res, namespace, result)
         if denied:
             return Reply(403, status_body(403, "Forbidden", denied))
         errors = immutable_errors(res.kind, current, result)
@@ -278,6 +288,22 @@ class ApplyKubeAPI(FakeKubeAPI):
         else:
             self._bucket(res)[index] = result
         return Reply(201 if index is None else 200, result)
+
+    def keda_denial(self, res: Resource, namespace: str | None, result: dict[str, Any]) -> str | None:
+        """KEDA's admission webhook: one ScaledObject per workload (a second would fight the first
+        over the HPA)."""
+        if res.kind != "ScaledObject":
+            return None
+        target = get(result, "/spec/scaleTargetRef") or {}
+        kind = target.get("kind") or "Deployment"
+        for other in self._items(res, namespace):
+            theirs = get(other, "/spec/scaleTargetRef") or {}
+            if other["metadata"]["name"] != result["metadata"]["name"] and theirs.get("name") == target.get(
+                    "name") and (theirs.get("kind") or "Deployment") == kind:
+                return (f'admission webhook "vscaledobject.kb.io" denied the request: the workload '
+                        f"'{target.get('name')}' of type '{kind}' is already managed by the ScaledObject "
+                        f"'{other['metadata']['name']}'")
+        return None
 
     def _delete(self, res: Resource, namespace: str | None, name: str, dry: bool) -> Reply:
         index = self._find(res, namespace, name)

@@ -1,8 +1,9 @@
 """Random fleets for the rules' property tests: meaningless names, several GPU models and
-pools, MIG nodes (and nodes labelled ``all-disabled``), gangs spread over nodes (strict and
-elastic, busy and idle), memory-spiky and bursty services, idle pods alone on nodes, nightly
-jobs, services behind PodDisruptionBudgets, production markers spelled every which way, and
-queues holding large-pod jobs. Every fleet is built from one seed, so a failure names it."""
+pools, MIG nodes (and nodes labelled ``all-disabled``), nodes in racks, gangs spread over nodes
+(strict and elastic, busy and idle), training pods that may wait for their input, memory-spiky
+and bursty services, idle pods alone on nodes, nightly jobs, services behind
+PodDisruptionBudgets, production markers spelled every which way, and queues holding
+large-pod jobs. Every fleet is built from one seed, so a failure names it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import json
 import random
 import string
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
+from tests.ray_keda_frames import T0, frame, ray_group_row, ray_job_row, scaled_row, stretch_row
 from tests.rule_fleets import Fleet, Node, Pod, Usage
+
+RACK_LABEL = "topology.kubernetes.io/rack"
 
 # (model, GPUs per node, $/node-hour, GPU memory MiB) - prices of the same order as the catalog's
 SHAPES = [("H100-80GB", 8, 55.04, 81559), ("H100-80GB", 1, 6.88, 81559), ("A100-80GB", 8, 27.45, 81920),
@@ -37,9 +42,12 @@ class RandomFleet:
     fleet: Fleet
     queues: list[dict[str, Any]] = field(default_factory=list)
     busy: set[tuple[str, str]] = field(default_factory=set)    # (namespace, workload) of busy gangs
+    # rows of the KubeRay / scale-to-zero models (idle_stretches, ray_groups, ray_jobs, scaled_workloads)
+    models: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scaled: set[tuple[str, str]] = field(default_factory=set)  # workloads KEDA already scales
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        extra: dict[str, pl.DataFrame] = {}
+        extra: dict[str, pl.DataFrame] = {name: frame(rows) for name, rows in self.models.items()}
         if self.queues:
             extra["queue_usage"] = pl.DataFrame(self.queues, infer_schema_length=None)
             extra["fleet_summary"] = pl.DataFrame([{"gpu_hours": 48.0 * 100, "total_usd": 48 * 100 * 4.0,
@@ -55,6 +63,8 @@ class Builder:
         self.free: dict[str, float] = {}
         self.busy: set[tuple[str, str]] = set()
         self.names: set[str] = set()
+        self.models: dict[str, list[dict[str, Any]]] = {}
+        self.scaled: set[tuple[str, str]] = set()
 
     def name(self) -> str:
         while True:
@@ -76,8 +86,10 @@ class Builder:
 
     def nodes(self, model: str, gpus: int, price: float, count: int, pool: str, zone: str, **kw: Any) -> list[str]:
         out = []
+        racks = [self.name() for _ in range(self.rng.randint(1, 3))] if self.rng.random() < 0.6 else []
         for _ in range(count):
-            n = Node(self.name(), model=model, gpus=gpus, price=price, pool=pool, zone=zone, **kw)
+            labels = {RACK_LABEL: self.rng.choice(racks)} if racks else {}
+            n = Node(self.name(), model=model, gpus=gpus, price=price, pool=pool, zone=zone, labels=labels, **kw)
             self.fleet.nodes.append(n)
             self.free[n.name] = float(gpus)
             out.append(n.name)
@@ -155,6 +167,36 @@ class Builder:
         if busy and least >= len(placed) > 1:  # strict: minMember covers every pod
             self.busy.add((ns, wl))
 
+    def trainer(self, nodes: list[str], per_node: int) -> None:
+        """A training pod that may wait for its input: bursts, stalls, loader CPU, PCIe RX."""
+        ns, wl = self.namespace(False), self.name()
+        g = self.rng.choice([1, 2, per_node // 2 or 1])
+        node = self.place(nodes, g)
+        if node is None:
+            return
+        burst = self.rng.uniform(0.3, 0.98)
+        duty = self.rng.uniform(0.3, 0.98)
+        stalls = self.rng.uniform(0.0, 0.6)
+        request = float(self.rng.choice([2, 4, 8, 16]))
+        measured = self.rng.random()
+        inp = {"pod_steps": 576, "hours_observed": 48.0, "step_s": self.rng.choice([30, 60, 300]),
+               "min_pushed_down": self.rng.random() < 0.5, "burst_level": burst, "gr_mean": burst * duty,
+               "duty_cycle": duty, "busy_step_fraction": duty, "idle_step_fraction": stalls * 0.7,
+               "mixed_step_fraction": stalls * 0.3, "fb_mean_mib": 15000.0, "fb_cv": self.rng.choice([0.01, 0.3]),
+               "fb_busy_mib": 15000.0, "fb_idle_mib": self.rng.choice([14900.0, 3000.0]), "gr_idle_mean": 0.01,
+               "pcie_coverage": 1.0 if measured > 0.3 else 0.0,
+               "pcie_rx_busy_bps": 4e9, "pcie_rx_idle_bps": self.rng.choice([5e7, 3e9]) if measured > 0.3 else None,
+               "pcie_rx_gr_corr": 0.5, "nvlink_coverage": 0.0, "nvlink_rx_busy_bps": None, "nvlink_rx_idle_bps": None,
+               "cpu_coverage": 1.0 if measured > 0.6 else 0.0, "cpu_busy_cores": request / 2,
+               "cpu_idle_cores": self.rng.choice([request * 0.95, request / 3]) if measured > 0.6 else None,
+               "cpu_max_cores": request, "cpu_gr_corr": -0.5, "busy_runs": 40, "idle_runs": 40,
+               "busy_run_mean_s": 1200.0, "idle_run_mean_s": 600.0, "burst_period_s": 1800.0, "idle_run_cv": 0.2,
+               "cpu_request": request}
+        self.fleet.pods.append(Pod(f"{wl}-0", node, wl, namespace=ns, kind="VolcanoJob", gpus=g))
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=burst * duty, gr_p50=burst if duty > 0.5 else 0.01, gr_p95=burst,
+                                           gr_max=min(1.0, burst * 1.05), peak_p95=burst,
+                                           active_fraction=duty, fb_p99=15000, fb_max=15500, input=inp)
+
     def replicated(self, nodes: list[str]) -> None:
         ns, wl = self.namespace(self.rng.random() < 0.5), self.name()
         n = self.rng.randint(2, 3)
@@ -196,6 +238,85 @@ class Builder:
             "used_gpu_avg": 0.5, "pending_p95_s": self.rng.choice([2.0, 4000.0]), "pending_pods": 0,
             "largest_pod_gpus": float(pod), "largest_gang_gpus": float(gang)})
 
+    # -- KubeRay and services that sleep -------------------------------------------------
+    def stretches(self, hours: int, busy_hours: int) -> list[tuple[datetime, int]]:
+        """Idle stretches over ``hours``: busy ``busy_hours`` a day from a random hour, idle otherwise."""
+        if busy_hours <= 0:
+            return [(T0, hours)]
+        start = self.rng.randrange(24)
+        busy = [(h - start) % 24 < busy_hours for h in range(hours)]
+        out: list[tuple[datetime, int]] = []
+        for h, b in enumerate(busy):
+            if b:
+                continue
+            if out and (out[-1][0] - T0).total_seconds() / 3600 + out[-1][1] == h:
+                out[-1] = (out[-1][0], out[-1][1] + 1)
+            else:
+                out.append((T0 + timedelta(hours=h), 1))
+        return out
+
+    def sleepy_service(self, nodes: list[str]) -> None:
+        """A service busy some hours a day (maybe with recurring hours), idle in between; sometimes
+        production, sometimes already scaled by KEDA, sometimes idle nearly all along."""
+        prod = self.rng.random() < 0.3
+        ns, wl = self.namespace(prod), self.name()
+        kind = self.rng.choice(["Deployment", "Deployment", "StatefulSet", "VolcanoJob"])
+        replicas = self.rng.choice([1, 1, 2])
+        placed = [n for n in (self.place(nodes, 1) for _ in range(replicas)) if n]
+        if not placed:
+            return
+        for i, node in enumerate(placed):
+            self.fleet.pods.append(Pod(f"{wl}-{i}", node, wl, namespace=ns, kind=kind))
+        busy = self.rng.choice([0, 1, 2, 6, 12, 20])
+        share = busy / 24
+        recurring = sorted({(self.rng.randrange(24) + i) % 24 for i in range(busy)}) if self.rng.random() < 0.5 else []
+        self.fleet.usage[(ns, wl)] = Usage(
+            gr_mean=0.4 * share, gr_p50=0.4 if share > 0.5 else 0.0, gr_p95=0.7 if busy else 0.004,
+            peak_p95=0.8 if busy else 0.004, gr_max=0.9 if busy else 0.01, active_fraction=share,
+            recurring_hours=recurring, days_observed=2, fb_p99=9000, fb_max=9500)
+        self.models.setdefault("idle_stretches", []).append(
+            stretch_row(self.fleet, ns, wl, self.stretches(int(self.fleet.hours), busy), kind=kind))
+        if self.rng.random() < 0.2:
+            self.models.setdefault("scaled_workloads", []).append(scaled_row(self.fleet, ns, wl, kind))
+            self.scaled.add((ns, wl))
+
+    def ray_cluster(self, nodes: list[str], per_node: int) -> None:
+        """A Ray cluster: maybe a GPU head, one or two GPU worker groups (random autoscaler, minReplicas,
+        idle stretches), maybe created by a RayJob that finished while the cluster stayed."""
+        ns, name = self.namespace(self.rng.random() < 0.2), self.name()
+        groups: list[tuple[str, list[str]]] = []
+        for group in (["headgroup"] if self.rng.random() < 0.4 else []) + [self.name() for _ in range(
+                self.rng.randint(1, 2))]:
+            n = 1 if group == "headgroup" else self.rng.randint(1, max(1, per_node))
+            placed = [p for p in (self.place(nodes, 1) for _ in range(n)) if p]
+            if placed:
+                groups.append((group, placed))
+        if not groups:
+            return
+        for group, placed in groups:
+            kind = "head" if group == "headgroup" else "worker"
+            for i, node in enumerate(placed):
+                self.fleet.pods.append(Pod(f"{name}-{group}-{kind}-{i}", node, name, namespace=ns, kind="RayCluster",
+                                           labels={"ray.io/group": group, "ray.io/cluster": name}))
+        self.fleet.usage[(ns, name)] = Usage(gr_mean=0.3, gr_p50=0.2, gr_p95=0.8, active_fraction=0.5)
+        owner = ("RayJob", self.name()) if self.rng.random() < 0.4 else None
+        for index, (group, placed) in enumerate(groups):
+            autoscaling = self.rng.random() < 0.5
+            low = self.rng.choice([0, len(placed)])
+            self.models.setdefault("ray_groups", []).append(ray_group_row(
+                self.fleet, ns, name, group, replicas=len(placed), min_replicas=low, autoscaling=autoscaling,
+                idle_timeout_s=self.rng.choice([None, 60, 7200]), head_gpus=1.0 if group == "headgroup" else 0.0,
+                group_index=index, owner=owner, gr_hourly_max_p95=self.rng.choice([0.02, 0.5])))
+            self.models.setdefault("idle_stretches", []).append(stretch_row(
+                self.fleet, ns, name, self.stretches(int(self.fleet.hours), self.rng.choice([1, 2, 6, 20])),
+                kind="RayCluster", group=group))
+        if owner:
+            end = T0 + timedelta(hours=self.rng.randint(0, 40), minutes=self.rng.choice([0, 17, 58]))
+            self.models.setdefault("ray_jobs", []).append(ray_job_row(
+                self.fleet, ns, owner[1], name, end, shutdown=self.rng.random() < 0.3,
+                ttl_s=self.rng.choice([0, 300, 86400]), uses_existing=self.rng.random() < 0.1,
+                post_peak=self.rng.choice([0.0, 0.0, 0.5])))
+
     fleet_queues: list[dict[str, Any]]
 
     def build(self) -> RandomFleet:
@@ -213,6 +334,12 @@ class Builder:
                     self.idle(nodes)
                 if self.rng.random() < 0.3:
                     self.nightly(nodes)
+                if self.rng.random() < 0.4:
+                    self.sleepy_service(nodes)
+                if self.rng.random() < 0.3:
+                    self.ray_cluster(nodes, gpus)
+                for _ in range(self.rng.randint(0, 2)):
+                    self.trainer(nodes, gpus)
                 if gpus > 1:
                     for _ in range(self.rng.randint(0, 3)):
                         self.gang(nodes, gpus)
@@ -222,7 +349,8 @@ class Builder:
                 self.mig_node(model, price / gpus, self.rng.choice(["z1", "z2"]))
         for _ in range(self.rng.randint(0, 3)):
             self.queue()
-        return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy)
+        # the model rows priced a workload's pods as they were when it was added; every pod is placed by now
+        return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy, self.models, self.scaled)
 
 
 def random_fleet(seed: int) -> RandomFleet:

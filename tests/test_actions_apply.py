@@ -310,7 +310,8 @@ def test_the_rbac_roles_cover_exactly_what_collect_and_apply_do(api: ApplyKubeAP
     assert {(g, res) for r in collect["rules"] for g in r["apiGroups"] for res in r["resources"]} == {
         ("", "nodes"), ("", "pods"), ("", "events"), ("policy", "poddisruptionbudgets"),
         ("scheduling.volcano.sh", "queues"), ("scheduling.volcano.sh", "podgroups"), ("batch.volcano.sh", "jobs"),
-        ("karpenter.sh", "nodepools")}
+        ("karpenter.sh", "nodepools"), ("ray.io", "rayclusters"), ("ray.io", "rayjobs"), ("ray.io", "rayservices"),
+        ("keda.sh", "scaledobjects")}
     assert not {v for r in apply_role["rules"] for v in r["verbs"]} & {"*", "update", "deletecollection", "escalate"}
 
     plan = make_plan(api, all_recs())

@@ -35,6 +35,7 @@ from gpuinsight.actions.validate import validate_object
 from gpuinsight.cli import main
 from gpuinsight.paths import sample_data_dir
 from gpuinsight.warehouse import Warehouse
+from tests.crds import CRD_DIRS
 from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI, schemas_for, tolerates, unschedulable
 from tests.test_actions_builders import CRDS
 
@@ -44,7 +45,8 @@ VOLCANO_CHART_CONF = CHART_CONF
 DEVICE_PLUGIN_DEFAULT = "version: v1\nflags:\n  migStrategy: mixed\n"
 
 CONTEXT = "sample-fleet"
-DUMP_RESOURCES = {"nodes", "pods", "events", "queues", "podgroups", "vcjobs", "nodepools", "pdbs"}
+DUMP_RESOURCES = {"nodes", "pods", "events", "queues", "podgroups", "vcjobs", "nodepools", "pdbs", "rayclusters",
+                  "rayjobs", "scaledobjects", "hypernodes"}
 # Set on pods by their controllers / admission, not part of the owner's pod template.
 POD_ONLY_LABELS = ("pod-template-hash", "controller-revision-hash", "statefulset.kubernetes.io/pod-name",
                    "apps.kubernetes.io/pod-index")
@@ -97,6 +99,8 @@ def workload_objects(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
             groups.setdefault(("deployments", meta["namespace"], owner["name"][: -len(suffix)]), []).append(pod)
         elif owner["kind"] == "StatefulSet":
             groups.setdefault(("statefulsets", meta["namespace"], owner["name"]), []).append(pod)
+        elif owner["kind"] == "RayCluster":
+            continue  # its RayCluster is in the dumps
         else:
             assert owner["kind"] == "Job" and owner["apiVersion"].startswith("batch.volcano.sh"), owner
     out: dict[str, list[dict[str, Any]]] = {"deployments": [], "statefulsets": []}
@@ -114,7 +118,7 @@ def workload_objects(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 
 def sample_cluster(*, device_plugin_config: bool = True) -> ApplyKubeAPI:
-    api = ApplyKubeAPI(crd_dir=CRDS if CRDS.is_dir() else None)
+    api = ApplyKubeAPI(crd_dir=CRD_DIRS if CRDS.is_dir() else None)
     dumps = dumped_objects()
     for name, objs in dumps.items():
         api.add(name, *objs)
@@ -323,7 +327,28 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for body in bodies:
         by_rule.setdefault(body["rule"], []).append(body)
-    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue"}
+    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue", "ray", "scale_to_zero",
+                           "input_starved", "topology"}
+
+    # KubeRay: the finished job's cluster is let go, the idle workers' floor lowered, the head's GPU removed
+    ray = {b["proposed"]["change"]: b for b in by_rule["ray"]}
+    job = after_apply[("rayjobs", "ml-platform", "nightly-embed")]["spec"]
+    assert (job["shutdownAfterJobFinishes"], job["ttlSecondsAfterFinished"]) == (True, 300)
+    assert "shutdownAfterJobFinishes" not in before[("rayjobs", "ml-platform", "nightly-embed")]["spec"]
+    group = ray["worker_min_replicas"]["target"]
+    workers = after_apply[("rayclusters", "ml-platform", group["name"])]["spec"]["workerGroupSpecs"][
+        group["group_index"]]
+    assert (workers["groupName"], workers["minReplicas"], workers["maxReplicas"]) == ("gpu-workers", 0, 8)
+    head = after_apply[("rayclusters", "ml-platform", "llm-finetune")]["spec"]["headGroupSpec"]
+    assert head["rayStartParams"]["num-gpus"] == "0"
+    assert all("nvidia.com/gpu" not in r for r in head["template"]["spec"]["containers"][0]["resources"].values())
+    # KEDA: a new ScaledObject for the service that sleeps; none for the production one or the one KEDA scales
+    (stz,) = by_rule["scale_to_zero"]
+    so = after_apply[("scaledobjects", "ml-demo", "summarizer-preview")]
+    assert ("scaledobjects", "ml-demo", "summarizer-preview") not in before
+    assert so["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": stz["workload"]}
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (0, 1)
+    check_signal_findings(by_rule, before, after_apply)
 
     (queue,) = by_rule["queue"]
     was, now = (s[("queues", None, queue["queue"])]["spec"] for s in (before, after_apply))
@@ -345,7 +370,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     already = before[("nodes", None, node)]["metadata"]["labels"].get("nvidia.com/mig.config") == layout
     assert bool(relabelled) != already, "the node is relabelled unless it already runs the layout"
 
-    (spot,) = by_rule["spot"]
+    spot = next(b for b in by_rule["spot"] if b["workload"] == "feature-extract")
     pool_key = ("nodepools", None, spot["proposed"]["node_pool"])
     assert spot["proposed"]["from_node_pool"] == "gpu-a100-od" and pool_key not in before
     pool = after_apply[pool_key]
@@ -402,6 +427,35 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     for body in by_rule["idle"]:
         assert after_apply[(PLURALS[body["target"]["kind"]], body["namespace"], body["workload"])]["spec"][
             "replicas"] == 0
+
+
+def check_signal_findings(by_rule: dict[str, list[dict[str, Any]]], before: dict[Key, dict[str, Any]],
+                          after_apply: dict[Key, dict[str, Any]]) -> None:
+    """Issue 14's findings: the Volcano Jobs are never patched in place; their next submission (the
+    manifest patch applied to the job) validates against the Job CRD and carries the change."""
+    crds = schemas_for(CRDS)
+
+    def resubmitted(body: dict[str, Any]) -> dict[str, Any]:
+        key = ("jobs", body["namespace"], body["workload"])
+        assert after_apply[key] == before[key], "a submitted Volcano Job is never patched (its webhook refuses)"
+        (manifest,) = [a for a in body["actions"] if a["type"] == "manifest-patch"]
+        job = json_patch(before[key], manifest["patch"])
+        assert validate_object(job, crds) == []
+        return job
+
+    (topo,) = by_rule["topology"]
+    assert topo["workload"] == "bert-ddp" and topo["monthly_savings_usd"] == 0
+    assert resubmitted(topo)["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
+    (starved,) = by_rule["input_starved"]
+    assert starved["proposed"]["cause"] == "cpu" and starved["proposed"]["cpu_request"] == 12
+    (task,) = resubmitted(starved)["spec"]["tasks"]
+    resources = task["template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "12" and resources["requests"]["nvidia.com/gpu"] == "2", \
+        "the CPU grows, the GPUs stay"
+    for body in by_rule["spot"]:
+        if body["workload"] != "feature-extract":
+            assert body["evidence"]["checkpoint_interval_min"] in (20.0, 30.0)
+            resubmitted(body)
 
 
 def test_a_reviewed_plan_file_is_applied_exactly_and_only_the_chosen_ids(demo_db: Path, tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def chart_sections(dom: str) -> dict[str, str]:
     return {name: dom[start:stop] for (name, start), stop in zip(starts, bounds, strict=True)}
 
 
-def check_rendered(html_file: Path) -> tuple[str, dict[str, str]]:
+def check_rendered(html_file: Path, charts: int = 9) -> tuple[str, dict[str, str]]:
     """The rendered DOM and each chart's part of it, after checking that all drew cleanly."""
     html = html_file.read_text()
     assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)\s*=\s*["']?(https?:)?//""", html, re.I)
@@ -43,7 +43,7 @@ def check_rendered(html_file: Path) -> tuple[str, dict[str, str]]:
     warnings = re.search(r'<ul id="gi-warnings"[^>]*>(.*?)</ul>', dom, re.S)
     assert warnings is not None and warnings.group(1).strip() == "", warnings.group(1) if warnings else ""
     sections = chart_sections(dom)
-    assert len(sections) == 9
+    assert len(sections) == charts
     for name, part in sections.items():
         assert "<svg" in part, f"{name}: no svg"
         assert MARK.search(part), f"{name}: no marks drawn"
@@ -71,3 +71,13 @@ def test_empty_report_renders_placeholders_offline(tmp_path: Path) -> None:
     out = write_report(FrameSource(empty, []), tmp_path / "empty.html")
     _, sections = check_rendered(out)
     assert "no Volcano queues in the data" in sections["queue-usage"]
+
+
+def test_kuberay_and_scale_to_zero_parts_render_offline(tmp_path: Path) -> None:
+    from tests.test_reports import ray_keda_recs
+
+    fleet = synthetic_fleet(16, queues=False)
+    out = write_report(FrameSource(fleet.frames, ray_keda_recs(), catalog="cat"), tmp_path / "r.html")
+    dom, sections = check_rendered(out, charts=10)
+    assert {m.group(1) for m in MARK.finditer(sections["scale-to-zero-week"])} == {"rect"}
+    assert '<section id="kuberay">' in dom and '<section id="scale-to-zero">' in dom

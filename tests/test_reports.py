@@ -721,3 +721,38 @@ def test_vega_bundle_is_built_once_per_vl_convert_version(tmp_path: Path, monkey
         assert assets.vega_bundle() == "a<\\/SCRIPT>b" and len(builds) == 3
     finally:
         assets.vega_bundle.cache_clear()
+
+
+# -- KubeRay and scale-to-zero parts ------------------------------------------------------------
+
+def ray_keda_recs() -> list[Recommendation]:
+    """A scale_to_zero finding idle on nights and the weekend, and a RayJob cleanup, as the rules
+    write them (only the fields the report reads)."""
+    gr = [None if how >= 48 else (0.1 if how % 24 < 7 or how % 24 >= 19 else 45.0) for how in range(168)]
+    idle = [None if v is None else float(v < 1) for v in gr]
+    stz = Recommendation(rule="scale_to_zero", title="sleeps", namespace="ml-demo", workload="summarizer",
+                         monthly_savings_usd=428.4, proposed={"active_hours_utc": None},
+                         evidence={"hour_of_week_gr_active_pct": gr, "hour_of_week_idle_share": idle,
+                                   "idle_hours_in_long_stretches": 24, "hours_held": 48, "longest_idle_stretch_h": 12,
+                                   "hours_at_zero": 23.0, "expected_cold_starts_per_day": 1.0})
+    job = Recommendation(rule="ray", title="job", namespace="ml", workload="embed", monthly_savings_usd=3079.2,
+                         current={"shutdown_after_finish": False}, proposed={"change": "job_cleanup",
+                                                                             "ttl_after_finish_s": 300},
+                         evidence={"gpu_hours_after_end": 176.0, "hours_held_after_end": 44},
+                         target={"kind": "RayJob", "name": "embed", "namespace": "ml", "ray_cluster": "embed-x7k2p"})
+    return [stz, job]
+
+
+def test_kuberay_and_scale_to_zero_sections_and_week_chart() -> None:
+    from gpuinsight.reports import ray_keda
+
+    recs = ray_keda_recs()
+    rows = ray_keda.week_frame([recs[0]])
+    assert rows.height == 48 and set(rows["day"]) == {"Mon", "Tue"}  # only the observed week hours
+    assert rows.filter(pl.col("hour") == 12)["gr_active_pct"].to_list() == [45.0, 45.0]
+    spec = ray_keda.scale_to_zero_week([recs[0]]).to_dict()
+    assert spec["spec"]["mark"]["type"] == "rect" and spec["facet"]["row"]["field"] == "workload"
+    ray, stz = ray_keda.sections(recs)
+    assert "ml/embed-x7k2p" in ray and "shutdownAfterJobFinishes, TTL 300 s" in ray and "$3,079" in ray
+    assert "ml-demo/summarizer" in stz and "24 of 48 h" in stz and ">1.0<" in stz and "$428" in stz
+    assert ray_keda.sections([]) == []

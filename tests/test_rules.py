@@ -70,8 +70,9 @@ def test_idle_pod_alone_on_a_node_is_claimed_once() -> None:
 
 
 def test_nightly_work_gets_a_schedule_not_removal() -> None:
-    # median 0, two hours a night at 90 %: low median and active share, but high peaks
-    f = Fleet([Node("n1", **L4)], [Pod("retrain-0", "n1", "retrain")])
+    # median 0, two hours a night at 90 %: low median and active share, but high peaks; a kind KEDA
+    # cannot scale (a Deployment or StatefulSet gets a ScaledObject from scale_to_zero instead)
+    f = Fleet([Node("n1", **L4)], [Pod("retrain-0", "n1", "retrain", kind="VolcanoJob")])
     f.usage[("ns", "retrain")] = Usage(gr_mean=0.075, gr_p50=0.0, gr_p95=0.9, peak_p95=0.93, gr_max=0.97,
                                        active_fraction=0.083, recurring_hours=[2, 3], days_observed=7)
     (r,) = evaluate_rules(f.frames())
@@ -79,6 +80,8 @@ def test_nightly_work_gets_a_schedule_not_removal() -> None:
     assert r.proposed["schedule"]["active_hours_utc"] == [1, 2, 3, 4]  # with an hour's margin each side
     assert r.monthly_savings_usd == pytest.approx(0.8048 * 730 * 20 / 24, rel=1e-3)
     assert "scale it to zero in between" in r.title
+    f.pods[0].kind = "Deployment"
+    assert evaluate_rules(f.frames()) == []  # without its idle stretches, scale_to_zero has nothing to go on
 
 
 def test_interactive_bursts_at_random_hours_are_neither_idle_nor_periodic() -> None:
@@ -251,7 +254,7 @@ def test_binpack_plans_around_a_spread_gang_and_never_splits_it() -> None:
     f.usage[("ns", "g")] = Usage(gr_mean=0.9)
     for w in ("a0", "b0"):
         f.usage[("ns", w)] = Usage(gr_mean=0.5)
-    (r,) = evaluate_rules(f.frames())
+    (r,) = only(evaluate_rules(f.frames()), "binpack")
     assert r.proposed["nodes_freed"] == ["n1"]
     assert not [m for m in r.proposed["moves"] if m["gang"] == "g"], "a busy gang was touched"
 
@@ -281,7 +284,7 @@ def test_binpack_elastic_gang_moves_only_beyond_min_available() -> None:
                Pod("x", "n2", "x", gpus=4), Pod("y", "n3", "y", gpus=2)]
     f.usage[("ns", "w")] = Usage(gr_mean=0.9)
     recs = evaluate_rules(f.frames())
-    (r,) = recs
+    (r,) = only(recs, "binpack")
     moved = [p for m in r.proposed["moves"] if m["workload"] == "w" for p in m["pods"]]
     assert len(moved) <= 2
     assert all(m["gang"] is None for m in r.proposed["moves"])  # moved one by one, not as a gang

@@ -86,8 +86,8 @@ def test_window_path_and_materialized_path_agree(warehouse: Path) -> None:
 
 def test_the_plan_is_what_the_fleet_calls_for(plan: Plan) -> None:
     found = sorted((r.rule, r.workload or r.node or r.queue) for r in plan.recommendations)
-    assert found == [("binpack", "a3"), ("idle", "nb"), ("idle", "nt"), ("mig", "s1"), ("mig", "s2"),
-                     ("queue", "q9")]
+    assert found == [("binpack", "a3"), ("idle", "nb"), ("mig", "s1"), ("mig", "s2"), ("queue", "q9"),
+                     ("scale_to_zero", "nt")]
     by = {(r.rule, r.workload or r.node or r.queue): r for r in plan.recommendations}
     # binpack: the spread gang no longer blocks the pool; one 2-GPU job moves, a3 is released
     bp = by[("binpack", "a3")]
@@ -100,11 +100,14 @@ def test_the_plan_is_what_the_fleet_calls_for(plan: Plan) -> None:
     assert s1.evidence["production"] is True and s2.evidence["production"] is False
     assert s1.evidence["compute_resolution_s"] == 300 and s1.evidence["max_per_step_pushed_down"] is True
     assert s1.monthly_savings_usd + s2.monthly_savings_usd == pytest.approx(6.88 * 730, rel=1e-3)
-    # idle alone on its node: claimed once; nightly work gets a schedule
+    # idle alone on its node: claimed once; the nightly Deployment gets a KEDA ScaledObject started by cron
+    # at its usual hours: idle 04:00-02:00 and 04:00-24:00 less the cron hours 04 and 01 and the cooldowns
     assert by[("idle", "nb")].monthly_savings_usd == pytest.approx(6.88 * 730, rel=1e-3)
-    nt = by[("idle", "nt")]
-    assert nt.proposed["reason"] == "periodic" and nt.proposed["schedule"]["active_hours_utc"] == [1, 2, 3, 4]
-    assert nt.monthly_savings_usd == pytest.approx(6.88 * 730 * 20 / 24, rel=1e-3)
+    nt = by[("scale_to_zero", "nt")]
+    assert nt.proposed["active_hours_utc"] == [1, 2, 3, 4]
+    assert nt.evidence["hours_at_zero"] == pytest.approx((22 - 2 - 0.5) + (20 - 1 - 0.5))
+    assert nt.monthly_savings_usd == pytest.approx(6.88 * 730 * 38 / 48, rel=1e-3)
+    assert nt.evidence["expected_cold_starts_per_day"] == 0.5  # it woke once, on the second night
     # the queue floor: never below the 3 GPUs its PodGroup needs
     q = by[("queue", "q9")]
     assert q.proposed["capability"] == {"nvidia.com/gpu": 3} and q.proposed["deserved"] == {"nvidia.com/gpu": 3}
@@ -113,7 +116,7 @@ def test_the_plan_is_what_the_fleet_calls_for(plan: Plan) -> None:
 def test_totals_per_basis_and_the_mig_actions(plan: Plan) -> None:
     basis = plan.savings_by_basis
     assert basis["nodes_released"] == pytest.approx(55.04 * 730, rel=1e-3)
-    assert basis["gpus_returned"] == pytest.approx(6.88 * 730 * (1 + 1 + 20 / 24), rel=1e-3)
+    assert basis["gpus_returned"] == pytest.approx(6.88 * 730 * (1 + 1 + 38 / 48), rel=1e-3)
     assert plan.spend_monthly_usd == pytest.approx((3 * 55.04 + 6 * 6.88) * 730, rel=1e-3)
     assert any("savings ledger" in n for n in plan.notes)
     for r in (r for r in plan.recommendations if r.rule == "mig"):

@@ -82,6 +82,27 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
         "change its manifest too, or the next sync reverts the change.",
         lambda a: _spec(a).get("replicas") == 0 or _spec(a).get("suspend") is True),
     Prerequisite(
+        "kuberay", "KubeRay changes (RayJob, RayCluster, RayService)",
+        "The KubeRay operator (API `ray.io/v1`) must run. With `shutdownAfterJobFinishes` it deletes a RayJob's "
+        "RayCluster `ttlSecondsAfterFinished` seconds after the job's end, also for a job that finished before the "
+        "change; the submitter Job and its logs stay. A job on an existing cluster (`clusterSelector`) is never "
+        "changed. Worker-group changes apply to the RayCluster in place; turning on `enableInTreeAutoscaling` "
+        "takes effect when the head pod is recreated (the autoscaler runs beside the head), and a head asked to "
+        "hold no GPU gives it back when it restarts. A RayService's cluster config is rolled out by KubeRay as a "
+        "new RayCluster (a zero-downtime upgrade): both clusters hold their GPUs until the new one serves.",
+        lambda a: _obj(a)[0] in ("RayCluster", "RayJob", "RayService")),
+    Prerequisite(
+        "keda", "KEDA ScaledObjects (scale to zero on demand)",
+        "KEDA 2.x must run (API `keda.sh/v1alpha1`), and the Prometheus the ScaledObject names (`serverAddress`, "
+        "setting `scale_to_zero.prometheus_url`) must hold the request metric (`scale_to_zero.request_metric`: "
+        "ingress-nginx's `nginx_ingress_controller_requests` by default, the Service name in its `service` label; "
+        "check the query in the plan) and the DCGM series. The request trigger is what wakes a workload at zero: "
+        "without the metric it stays at zero outside its cron hours. The workload may have no "
+        "HorizontalPodAutoscaler of its own (KEDA's webhook refuses a second scaler), and its first request after "
+        "an idle stretch waits for a pod to start and load its model (the finding gives the expected cold starts "
+        "a day).",
+        lambda a: _obj(a)[0] == "ScaledObject"),
+    Prerequisite(
         "node-labels", "Labels set on Node objects",
         "A label set on a Node lives as long as that node: when Karpenter or a node group replaces the node, the "
         "new one comes without it. For a lasting change set the label in the NodePool template "

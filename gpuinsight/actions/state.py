@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
 ALIVE_PHASES = ("Running", "Pending")
+# the RayJob fields the warehouse keeps (rayjobs.spec holds the spec without rayClusterSpec)
+RAYJOB_KNOWN = ("/spec/shutdownAfterJobFinishes", "/spec/ttlSecondsAfterFinished", "/spec/clusterSelector",
+                "/spec/deletionStrategy", "/spec/suspend")
 
 
 def _json(value: Any) -> Any:
@@ -144,6 +147,7 @@ class ClusterState:
             st.put({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                     "metadata": {"name": row["name"], "namespace": row["namespace"]},
                     "spec": {"queue": row.get("queue"), "tasks": tasks}}, "warehouse", ())
+        st._add_ray_keda(wh, cluster)
         phases = ", ".join(f"'{p}'" for p in ALIVE_PHASES)  # constants, not user input
         for row in wh.sql(f"SELECT * FROM pods WHERE cluster = ? AND finished IS NULL AND "
                           f"coalesce(phase, 'Running') IN ({phases})", [cluster]).to_dicts():
@@ -154,6 +158,24 @@ class ClusterState:
             row["selector"] = _json(row.get("selector")) or {}
             st.pdbs.append(row)
         return st
+
+    def _add_ray_keda(self, wh: Warehouse, cluster: str) -> None:
+        """RayClusters (whole spec), RayJobs (their cleanup fields) and ScaledObjects (their target)."""
+        for row in wh.sql("SELECT namespace, name, spec FROM rayclusters WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": _json(row.get("spec")) or {}}, "warehouse", ("/spec",))
+        for row in wh.sql("SELECT namespace, name, spec FROM rayjobs WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": _json(row.get("spec")) or {}}, "warehouse", RAYJOB_KNOWN)
+        for row in wh.sql("SELECT namespace, name, target_api_version, target_kind, target_name FROM scaled_objects "
+                          "WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": {"scaleTargetRef": {"apiVersion": row["target_api_version"],
+                                                  "kind": row["target_kind"], "name": row["target_name"]}}},
+                     "warehouse", ("/spec/scaleTargetRef",))
 
     def _add_pool(self, name: str, kind: str, spec: dict[str, Any], source: str, **extra: Any) -> None:
         if kind == "karpenter":

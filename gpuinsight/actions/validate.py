@@ -8,11 +8,14 @@ rules kube-apiserver enforces in code (:func:`check_core`: extended resources, l
 The CRD directory is an argument: the package ships no CRDs and reads none at import time.
 Patches are validated as the object they produce (``base`` merged with the patch), since a
 server-side apply configuration is partial by design. CEL rules (``x-kubernetes-validations``)
-are not evaluated, except Karpenter's requirement-key restrictions, re-implemented here.
+are not evaluated, except Karpenter's requirement-key restrictions, re-implemented here, with the
+ScaledObject's replica-count rule and what the KubeRay controller and KEDA's admission webhook
+refuse in the fields gpuinsight writes (:data:`OPERATOR_RULES`).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -48,15 +51,20 @@ def _nullable(schema: Any) -> Any:
 
 
 class CrdSchemas:
-    """The served versions' schemas of every CRD YAML under ``crd_dir`` (recursively)."""
+    """The served versions' schemas of every CRD YAML (``.yaml``, or gzip-compressed ``.yaml.gz``)
+    under ``crd_dir`` and any ``more`` directories (recursively)."""
 
-    def __init__(self, crd_dir: str | Path) -> None:
+    def __init__(self, crd_dir: str | Path, *more: str | Path) -> None:
         from jsonschema import Draft7Validator  # imported on use: it is slow to import
 
         self.validators: dict[tuple[str, str], Any] = {}
-        for path in sorted(Path(crd_dir).rglob("*.yaml")):
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Job CRD is 228 KB
-            for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader):  # noqa: S506
+        paths = sorted(p for folder in (crd_dir, *more) for p in Path(folder).rglob("*")
+                       if p.name.endswith((".yaml", ".yaml.gz")))
+        for path in paths:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the RayJob CRD is 1.4 MB
+            data = path.read_bytes()
+            text = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
+            for doc in yaml.load_all(text, Loader=loader):  # noqa: S506
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]
@@ -76,6 +84,7 @@ class CrdSchemas:
                   f"{e.message}" for e in validator.iter_errors(obj)]
         if obj.get("kind") == "NodePool":
             errors += karpenter_rules(obj)
+        errors += OPERATOR_RULES.get(str(obj.get("kind")), lambda _: [])(obj)
         return sorted(errors)
 
 
@@ -92,6 +101,73 @@ def karpenter_rules(obj: dict[str, Any]) -> list[str]:
         if req.get("operator") == "In" and not req.get("values"):
             errors.append(f"NodePool requirement {key}: operator In needs values")
     return errors
+
+
+def _ray_cluster_spec(spec: Any, where: str) -> list[str]:
+    """What KubeRay's controller refuses in a RayCluster spec (``ValidateRayClusterSpec``) among
+    the fields gpuinsight changes: it marks such a cluster invalid and stops reconciling it."""
+    if not isinstance(spec, dict):
+        return []
+    errors = []
+    autoscaling = spec.get("enableInTreeAutoscaling") is True
+    options = spec.get("autoscalerOptions") or {}
+    head_env = get(spec, "/headGroupSpec/template/spec/containers/0/env") or []
+    v2 = options.get("version") == "v2" or any(
+        e.get("name") == "RAY_enable_autoscaler_v2" and e.get("value") in ("1", "true") for e in head_env)
+    if isinstance(options.get("idleTimeoutSeconds"), int) and options["idleTimeoutSeconds"] < 0:
+        errors.append(f"{where}.autoscalerOptions.idleTimeoutSeconds must be non-negative")
+    for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+        name = group.get("groupName", i)
+        low, high = group.get("minReplicas"), group.get("maxReplicas")
+        if not autoscaling and (low is None or high is None):
+            errors.append(f"{where}: worker group {name} must set both minReplicas and maxReplicas when "
+                          "autoscaling is disabled")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            errors.append(f"{where}: worker group {name} has minReplicas {low} greater than maxReplicas {high}")
+        if group.get("idleTimeoutSeconds") is not None and not v2:
+            errors.append(f"{where}: worker group {name}: idleTimeoutSeconds is set, but autoscaler v2 is not enabled")
+        if group.get("suspend") is True and autoscaling:
+            errors.append(f"{where}: worker group {name} cannot be suspended with Autoscaler enabled")
+    return errors
+
+
+def _ray_rules(obj: dict[str, Any]) -> list[str]:
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    where = f"{kind} {get(obj, '/metadata/name')}"
+    if kind == "RayCluster":
+        return _ray_cluster_spec(spec, f"{where} spec")
+    if kind == "RayService":
+        return _ray_cluster_spec(spec.get("rayClusterConfig"), f"{where} spec.rayClusterConfig")
+    errors = _ray_cluster_spec(spec.get("rayClusterSpec"), f"{where} spec.rayClusterSpec")
+    ttl = spec.get("ttlSecondsAfterFinished") or 0
+    if not spec.get("shutdownAfterJobFinishes") and ttl > 0:  # ValidateRayJobSpec
+        errors.append(f"{where}: a RayJob with shutdownAfterJobFinishes set to false cannot have "
+                      "TTLSecondsAfterFinished")
+    if spec.get("suspend") and not spec.get("shutdownAfterJobFinishes"):
+        errors.append(f"{where}: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended")
+    return errors
+
+
+def _keda_rules(obj: dict[str, Any]) -> list[str]:
+    """The ScaledObject CRD's CEL rule and KEDA's admission webhook on replica counts."""
+    spec = obj.get("spec") or {}
+    low, high, idle = spec.get("minReplicaCount"), spec.get("maxReplicaCount", 100), spec.get("idleReplicaCount")
+    where = f"ScaledObject {get(obj, '/metadata/name')}"
+    errors = []
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        errors.append(f"{where}: minReplicaCount must be less than or equal to maxReplicaCount")
+    if isinstance(idle, int) and idle >= (low if isinstance(low, int) else 0):
+        errors.append(f"{where}: IdleReplicaCount={idle} must be less than MinReplicaCount={low or 0}")
+    for i, trig in enumerate(spec.get("triggers") or []):
+        if trig.get("type") == "cron" and not all((trig.get("metadata") or {}).get(k) for k in
+                                                  ("timezone", "start", "end", "desiredReplicas")):
+            errors.append(f"{where}: triggers[{i}]: cron needs timezone, start, end and desiredReplicas")
+    return errors
+
+
+# Operators' own validation of what gpuinsight writes, beyond the schema (by kind)
+OPERATOR_RULES = {"RayCluster": _ray_rules, "RayJob": _ray_rules, "RayService": _ray_rules,
+                  "ScaledObject": _keda_rules}
 
 
 class CoreSchemas:

@@ -22,10 +22,11 @@ from typing import Any, Protocol
 import polars as pl
 import vl_convert as vlc
 
-from gpuinsight.reports import charts, theme
+from gpuinsight.reports import charts, ray_keda, theme
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
+from gpuinsight.reports.signals import input_starved_charts, signals_section
 from gpuinsight.reports.tables import has_groups, monthly_factor, waste_table
 from gpuinsight.reports.upload import upload_files
 from gpuinsight.rules.production import with_production
@@ -84,7 +85,11 @@ def _build_report(gi: ReportSource, plan: Any) -> Report:
             getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
+        *input_starved_charts(gi.query, plan.recommendations),
     ]
+    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
+    if sleepy:
+        built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
     configured = getattr(gi.config, "cluster", "") or ""
     # the clusters the data holds, unless a specific (non-default) cluster was named
     cluster = configured if configured not in ("", "default") else (summary.get("clusters") or configured or "cluster")
@@ -93,7 +98,8 @@ def _build_report(gi: ReportSource, plan: Any) -> Report:
         total = float(recs.get_column("monthly_savings_usd").sum())
     return Report(cluster=cluster, summary=summary, price_note=note, findings=recs, total_savings_usd=float(total),
                   charts=built, notes=list(getattr(plan, "notes", []) or []),
-                  plan_id=getattr(plan, "plan_id", None), waste_tables=tables)
+                  plan_id=getattr(plan, "plan_id", None), waste_tables=tables,
+                  sections=[*ray_keda.sections(plan.recommendations), signals_section(plan.recommendations)])
 
 
 def write_report(gi: ReportSource, out: Path, *, plan: Any = None, png_dir: Path | None = None,

@@ -34,6 +34,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     plan_id: str | None = None
     waste_tables: list[WasteTable] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # HTML of more sections (KubeRay, scale to zero, signals), after the charts
 
 
 def price_note(catalog: str | None, as_of: Any) -> str:
@@ -277,6 +278,7 @@ def render_html(r: Report, specs: dict[str, dict[str, Any]]) -> str:
 {who_wastes(r)}
 <h2>Charts</h2>
 {chart_divs}
+{"".join(r.sections)}
 {findings_table(r)}
 {f'<section><h2>Notes</h2><ul>{notes}</ul></section>' if notes else ''}
 </main>

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from gpuinsight.rules.context import PlanContext
     from gpuinsight.rules.typed import Schema
 
-RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray", "input_starved", "scale_to_zero",
+              "topology")
 HOURS_PER_MONTH = 730.0
 
 
@@ -100,7 +101,8 @@ def target_of(r: Any) -> str:
 def stable_id(rule: str, *parts: str | None) -> str:
     """Same finding, same id, across runs: a hash of the rule and its target."""
     key = "|".join([rule, *[p or "" for p in parts]])
-    return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    # ids are DNS-label-like (plan files check them): scale_to_zero -> scale-to-zero-<hash>
+    return f"{rule.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ from gpuinsight.rules.base import HOURS_PER_MONTH, Setting
 # how much history a workload-level verdict needs (shared by idle and consolidation)
 MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")
 FULL_CONFIDENCE = Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence.")
+# Workloads KEDA can scale to zero and back (a scale subresource and long-running pods): idle work
+# of these kinds that is busy at some hours gets a ScaledObject (scale_to_zero), other kinds a
+# schedule note (idle, reason periodic). docs/rules.md, "Where idle ends and scale_to_zero begins".
+SCALE_TARGET_KINDS = ("Deployment", "StatefulSet")
 
 
 def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:

@@ -5,6 +5,9 @@ peaks are low too (the short-window p95: p95 over steps of the per-step max). Wo
 busy at the same hours every day but idle in between (a nightly retraining pod) is not idle:
 it gets a schedule (scale to zero between runs), and the saving counts only the hours outside
 the runs. Bursty interactive use at random hours (high peaks, no recurring hours) gets nothing.
+Deployments and StatefulSets that are busy at some hours are left to scale_to_zero, which gives
+them a KEDA ScaledObject instead of a schedule note (docs/rules.md, "Where idle ends and
+scale_to_zero begins"); workloads an earlier rule (ray) claimed are not judged again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, st
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    SCALE_TARGET_KINDS,
     compute_evidence,
     compute_peak,
     evidence_confidence,
@@ -69,14 +73,18 @@ class IdleRule(Rule):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"] or not hours:
                 continue  # unmeasured or too short to judge
+            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+                continue  # an earlier finding (input-starved) explains its low activity
             if num(r.get("gr_p50"), 1.0) > settings["max_median_activity"]:
                 continue  # used most of the time
+            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+                continue  # an earlier rule (ray) already acts on it
             active = num(r.get("active_fraction"), 1.0)
             peak = compute_peak(r)
             if active <= settings["max_active_fraction"] and peak <= settings["max_peak_p95"]:
                 out.append(self._finding(r, frames, settings, ctx, hours, None))
                 continue
-            run = periodic_hours(r, settings)
+            run = periodic_hours(r, settings) if r.get("workload_kind") not in SCALE_TARGET_KINDS else None
             if run:
                 out.append(self._finding(r, frames, settings, ctx, hours, run))
         return out

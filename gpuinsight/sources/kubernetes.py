@@ -2,7 +2,8 @@
 
 Both paths feed the same object -> row mappers (:mod:`gpuinsight.sources.k8s`) and write every
 table in one transaction: nodes, pods, events, Volcano queues/podgroups/jobs, Karpenter
-NodePools (plus EKS node groups seen through node labels) and PodDisruptionBudgets.
+NodePools (plus EKS node groups seen through node labels), PodDisruptionBudgets, KubeRay
+RayClusters/RayJobs/RayServices and KEDA ScaledObjects.
 
 Contracts (natural key, merge): see :data:`CONTRACTS`. Pods merge with pods from Prometheus by
 uid: a field the API or dump leaves empty keeps the stored value.
@@ -36,7 +37,7 @@ REQUEST_TIMEOUT = (10.0, 300.0)  # connect, read (seconds)
 
 def load_dump_dir(wh: Warehouse, cfg: Config, folder: Path, *, observed_at: datetime | None = None) -> LoadReport:
     """Load any subset of ``nodes/pods/events/queues/podgroups/vcjobs/nodepools/pdbs``
-    ``.json``/``.yaml`` from ``folder``. The dump's time is its latest timestamp (node
+    ``/rayclusters/rayjobs/rayservices/scaledobjects`` ``.json``/``.yaml`` from ``folder``. The dump's time is its latest timestamp (node
     heartbeats, events, container states) unless ``observed_at`` says otherwise."""
     folder = Path(folder)
     if not folder.is_dir():

@@ -128,7 +128,7 @@ class PrometheusSource:
         self.generation_notes = generations.notes()
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
         want_max = {n: BY_SPELLING[n].max_column is not None for n in names}
-        n_queries = sum(1 if raw or not want_max[n] else 2 for n in names)
+        n_queries = sum(promql.queries_per_field(n, raw) for n in names)
         per_step = max(1, n_series) * max(1, n_queries)
         steps = max(MIN_STEPS_PER_CHUNK, self.points_per_batch // per_step)
         steps = min(steps, self.pcfg.max_points_per_series)
@@ -148,6 +148,8 @@ class PrometheusSource:
             qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
             qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
+            qs.append(promql.container_cpu_query(a - EPS_S, b - EPS_S, step, shift, generations.resolution_s,
+                                                 self.matchers))
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
             chunks.append(qs)

@@ -56,7 +56,8 @@ def patchable(ref: Ref) -> bool:
 
 def readable(refs: list[Ref]) -> list[Ref]:
     """The refs a live refresh can GET (kinds gpuinsight knows)."""
-    return [r for r in refs if r.kind in PATCHABLE or r.kind in ("Node", "ConfigMap", "Queue", "NodePool", "Pod")]
+    return [r for r in refs if r.kind in PATCHABLE or r.kind in (
+        "Node", "ConfigMap", "Queue", "NodePool", "Pod", "RayCluster", "RayJob", "RayService", "ScaledObject")]
 
 
 def quantity(value: Any) -> int | str:

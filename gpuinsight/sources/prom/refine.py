@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, MAX_SUFFIX
+from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, MAX_SUFFIX, MIN_SUFFIX
 from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.frames import concat_series, epoch_s
 from gpuinsight.sources.prom.promql import Matcher, Query
@@ -59,9 +59,10 @@ class Refiner:
         s = batch.series
         if s.height == 0:
             return batch
-        base = pl.col("metric").str.strip_suffix(MAX_SUFFIX)
-        fields = {n: f for n, f in BY_SPELLING.items() if n in set(s.get_column("metric").unique().to_list())
-                  or n + MAX_SUFFIX in set(s.get_column("metric").unique().to_list())}
+        base = pl.col("metric").str.strip_suffix(MAX_SUFFIX).str.strip_suffix(MIN_SUFFIX)
+        metrics = set(s.get_column("metric").unique().to_list())
+        fields = {n: f for n, f in BY_SPELLING.items() if n in metrics or n + MAX_SUFFIX in metrics
+                  or n + MIN_SUFFIX in metrics}
         if not fields:
             return batch
         lo = base.replace_strict({n: f.lo for n, f in fields.items()}, default=None, return_dtype=pl.Float64)
@@ -75,12 +76,13 @@ class Refiner:
         self.refined_steps += keys.height
         fresh = [self._query(name, keys.filter(pl.col("_base") == name)) for name in keys["_base"].unique().to_list()]
         fresh_rows = concat_series([f for f in fresh if f.height])
-        # drop the spotted steps' rows (average and maximum) and put the filtered ones instead
+        # drop the spotted steps' rows (average, maximum, minimum) and put the filtered ones instead
         ident = ["_base", "ts", *labels]
         marked = s.with_columns(base.alias("_base"))
         kept_rows = marked.join(keys, on=ident, how="anti", nulls_equal=True).drop("_base")
         if fresh_rows.height:
             fresh_rows = _align(fresh_rows, labels).with_columns(pl.col("metric").str.strip_suffix(MAX_SUFFIX)
+                                                                 .str.strip_suffix(MIN_SUFFIX)
                                                                  .str.strip_suffix(DROPPED_SUFFIX).alias("_base"))
             fresh_rows = fresh_rows.join(keys, on=ident, how="semi", nulls_equal=True).drop("_base")
         return replace(batch, series=concat_series([kept_rows, fresh_rows]))
