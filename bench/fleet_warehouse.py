@@ -39,7 +39,7 @@ from gpuinsight.sample.spec import INSTANCE_TYPES, SPOT_PRICE_FRACTION
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
 
-FORMAT = 2  # bump when the files' shape changes, so cached folders are rebuilt
+FORMAT = 3  # bump when the files' shape changes, so cached folders are rebuilt (3: the sample fleet has KubeRay, KEDA, topology)
 
 
 def add_fleet_args(ap: argparse.ArgumentParser, *, gpus: int, days: float, interval: int) -> None:

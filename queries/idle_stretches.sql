@@ -2,6 +2,7 @@
 -- grain: one row per workload (cluster, namespace, kind, name) and Ray group ('' outside Ray) that held GPUs
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- materialize: default
 -- description: when each workload's GPUs sat idle, hour by hour. An hour is idle when the
 --   workload held GPUs all through it (covered_s 3600 on each pod-hour row) and DCGM measured
 --   all of them and none went above 1 % GR engine activity in any step (the hourly max: the

@@ -3,6 +3,7 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: namespace VARCHAR = NULL -- only this namespace
+-- materialize: default
 -- description: how each workload uses the GPUs it holds: GPU-hours allocated and their list
 --   cost, and how they split over nodes (node_gpu_hours); GR and SM activity mean, p50/p95/p99
 --   and max over samples (0..1; on a MIG instance relative to the instance); the peak-aware

@@ -2,6 +2,7 @@
 -- grain: one row per workload (cluster, namespace, kind, name) with whole-GPU DCGM samples
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- materialize: default
 -- description: whether a workload's GPUs wait for their input: the evidence the input_starved
 --   rule reads. Per pod and step the pod's GPUs are averaged (GR activity mean, per-step min and
 --   max; framebuffer), their PCIe and NVLink receive rates summed, and the pod's container CPU

@@ -200,3 +200,60 @@ def test_each_cluster_keeps_its_own_window(tmp_path: Path) -> None:
         assert s["clusters"] == "a, b" and s["total_usd"] == pytest.approx(3.0)
         # each cluster's cost over its own hours: $1/h in each, not $3 over 30 days
         assert s["monthly_spend_usd"] == pytest.approx(2 * 730)
+
+
+def assert_same_frame(kept: pl.DataFrame, live: pl.DataFrame) -> None:
+    """Equal up to the last bits of floating-point sums (DuckDB's parallel sums vary run to run)."""
+    assert kept.schema == live.schema and kept.height == live.height
+    for c in kept.columns:
+        if kept.schema[c] == pl.Float64:
+            pairs = list(zip(kept[c].to_list(), live[c].to_list(), strict=True))
+            assert all((a is None) == (b is None) for a, b in pairs), c
+            assert [a for a, _ in pairs if a is not None] == pytest.approx(
+                [b for _, b in pairs if b is not None], rel=1e-12, nan_ok=True), c
+        else:
+            assert kept[c].to_list() == live[c].to_list(), c
+
+
+def test_kept_default_answers_equal_the_live_model_and_windows_still_run(fleet: gi.GpuInsight,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-workload models every rule reads (materialize: default) answer their default
+    parameters from the table refresh built; other parameters run the model; after a load and
+    refresh the kept answer is the new data's; a warehouse without the table runs the model."""
+    from gpuinsight.sql.registry import _execute
+
+    kept = fleet.registry.kept_defaults()
+    assert {q.name for q in kept} >= {"workload_gpu_profile", "workload_input_profile", "idle_stretches"}
+    for q in kept:
+        assert_same_frame(fleet.query(q.name), _execute(fleet.wh.con, q, q.text, q.bind({})))
+    statements: list[str] = []
+    original = fleet.wh.con.sql
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(fleet.wh.con_real, name)
+
+        def sql(self, sql: str, params: object = None) -> object:
+            statements.append(sql)
+            return original(sql, params=params) if params else original(sql)
+
+    fleet.wh.con_real = fleet.wh.con  # type: ignore[attr-defined]
+    monkeypatch.setattr(fleet.wh, "con", Spy())
+    whole = fleet.query("workload_gpu_profile")
+    assert statements == ['SELECT * FROM "workload_gpu_profile__default"']
+    windowed = fleet.query("workload_gpu_profile", since=H1.isoformat())
+    assert "WITH a AS" in statements[-1]  # the model itself, over the last hour only
+    busy = {r["workload"]: r for r in windowed.iter_rows(named=True)}["busy"]
+    assert busy["gpu_hours"] == pytest.approx(1.0)
+    assert {r["workload"]: r for r in whole.iter_rows(named=True)}["busy"]["gpu_hours"] == pytest.approx(2.0)
+    monkeypatch.undo()
+    # a new pod loaded and refreshed is in the kept answer
+    f = MiniFleet()
+    f.node("n1", "p5.48xlarge", "H100-80GB", 8, last=H2 - timedelta(seconds=300))
+    f.pod("late", "n1", namespace="train", queue="q-train", start=H1)
+    f.series("n1", 2, "late", "train", 0.9, start=H1, end=H2)
+    f.load(fleet.wh)
+    fleet.refresh()
+    assert "late" in fleet.query("workload_gpu_profile")["workload"].to_list()
+    fleet.wh.con.execute('DROP TABLE "workload_gpu_profile__default"')
+    assert "late" in fleet.query("workload_gpu_profile")["workload"].to_list()

@@ -11,8 +11,13 @@ Each file opens with a header of ``-- key: value`` lines::
 
 Parameters are referenced in the body as ``$name`` and always bound, never pasted. A model
 with ``materialize: table`` is built into a table of the same name by :meth:`refresh`, in
-dependency order, so the models that read it stay simple and fast. Errors from DuckDB are
-reported as ``file.sql:LINE`` because the body is run with its header, line for line.
+dependency order, so the models that read it stay simple and fast. A model with parameters and
+``materialize: default`` keeps its answer for the default parameters (usually: the whole
+window) in a table ``<name>__default`` built by :meth:`refresh` after the tables; asked with
+the defaults it is read from there, asked with other values it runs. For the costly models
+every rule and the report read (each would otherwise scan the raw samples per command). Errors
+from DuckDB are reported as ``file.sql:LINE`` because the body is run with its header, line for
+line.
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ class Query:
     materialize: bool
     text: str
     header_lines: int = field(default=0)
+    keep_default: bool = False  # materialize: default (see the module's docstring)
+
+    @property
+    def default_table(self) -> str:
+        return f"{self.name}__default"
 
     def bind(self, values: dict[str, Any]) -> dict[str, Any]:
         known = {p.name: p for p in self.params}
@@ -164,12 +174,15 @@ def parse_query_file(path: Path) -> Query:
         raise RuntimeFailure(f"{path.name}: uses undeclared parameter(s) {sorted(referenced - declared)}")
     if declared - referenced:
         raise RuntimeFailure(f"{path.name}: declares unused parameter(s) {sorted(declared - referenced)}")
-    materialize = meta.get("materialize", "").strip() == "table"
+    how = meta.get("materialize", "").strip()
+    if how not in ("", "table", "default"):
+        raise RuntimeFailure(f"{path.name}: materialize is 'table' or 'default', not {how!r}")
+    materialize = how == "table"
     if materialize and params:
         raise RuntimeFailure(f"{path.name}: a materialized model cannot take parameters")
     depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
     return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
-                 materialize, text, header_lines)
+                 materialize, text, header_lines, keep_default=how == "default")
 
 
 def _strip_comments(sql: str) -> str:
@@ -224,23 +237,37 @@ class QueryRegistry:
             if params:
                 raise BadInput(f"{name}: takes no parameters")
             return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
-        return _execute(con, q, q.text, q.bind(params))
+        bound = q.bind(params)
+        if q.keep_default and bound == q.bind({}):
+            try:  # in insertion order, i.e. the model's own ORDER BY
+                return to_polars(con, f'SELECT * FROM "{q.default_table}"')
+            except duckdb.CatalogException:
+                pass  # a warehouse refreshed before this model kept its answer: run it
+        return _execute(con, q, q.text, bound)
+
+    def kept_defaults(self) -> list[Query]:
+        """The models whose default answer :meth:`refresh` keeps (``materialize: default``)."""
+        return [self.queries[n] for n in sorted(self.queries) if self.queries[n].keep_default]
 
     def fingerprint(self) -> str:
         """A hash of every materialized model's SQL: changes when a model's definition does."""
         import hashlib
 
         digest = hashlib.sha256()
-        for q in self.build_order():
+        for q in (*self.build_order(), *self.kept_defaults()):
             digest.update(q.name.encode() + b"\0" + q.text.encode() + b"\0")
         return digest.hexdigest()[:16]
 
     def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
-        """(Re)build every materialized model; the caller owns the transaction."""
+        """(Re)build every materialized model, then the default answers kept (they may read any
+        materialized model); the caller owns the transaction."""
         built = []
         for q in self.build_order():
             _execute_ddl(con, q)
             built.append(q.name)
+        for q in self.kept_defaults():
+            _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
+            built.append(q.default_table)
         con.execute("DELETE FROM model_state")
         con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built
@@ -271,11 +298,12 @@ def _execute(
         raise RuntimeFailure(_error_location(q, exc)) from exc
 
 
-def _execute_ddl(con: duckdb.DuckDBPyConnection, q: Query) -> None:
+def _execute_ddl(con: duckdb.DuckDBPyConnection, q: Query, *, table: str | None = None,
+                 params: dict[str, Any] | None = None) -> None:
     # The header is comment lines, so "CREATE ... AS" + newline + text keeps line numbers +1.
-    sql = f'CREATE OR REPLACE TABLE "{q.name}" AS\n{q.text.rstrip().rstrip(";")}'
+    sql = f'CREATE OR REPLACE TABLE "{table or q.name}" AS\n{q.text.rstrip().rstrip(";")}'
     try:
-        con.execute(sql)
+        con.execute(sql, params or None)
     except duckdb.Error as exc:
         raise RuntimeFailure(_error_location(q, exc, offset=-1)) from exc
 
