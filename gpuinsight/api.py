@@ -32,7 +32,7 @@ class GpuInsight:
         self.config = config
         if not create and not Path(config.db_path).exists():
             raise BadInput(f"no warehouse at {config.db_path} (run gpuinsight demo or collect first)")
-        self.wh = Warehouse(config.db_path, read_only=read_only)
+        self.wh = Warehouse(config.db_path, read_only=read_only, memory_limit=config.memory_limit)
         self.registry: QueryRegistry = load_registry()
         self._stale = not self.registry.is_current(self.wh.con)
         self._answers: dict[str, pl.DataFrame] | None = None  # see reusing_answers()

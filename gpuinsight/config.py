@@ -41,6 +41,9 @@ class Config:
     cluster: str = "default"
     catalog: str | None = None               # price catalog name; None = newest loaded
     window_days: float | None = None          # analysis window: the last N days of data; None = all
+    # DuckDB's memory limit (a size like "8GB" or a share of RAM like "25%"; docs/performance.md):
+    # beyond it sorts, hash aggregates and windows spill to disk instead of growing the process
+    memory_limit: str = "25%"
     s3_endpoint_url: str | None = None        # S3-compatible store for report uploads (MinIO, moto)
     progress: bool = False                   # progress bars (the CLI sets it on terminals only)
     debug: bool = False
@@ -56,4 +59,6 @@ class Config:
     @classmethod
     def from_env(cls, db: str | os.PathLike[str] | None = None, **changes: Any) -> Config:
         path = db or os.environ.get("GPUINSIGHT_DB") or DEFAULT_DB
+        if os.environ.get("GPUINSIGHT_MEMORY_LIMIT") and "memory_limit" not in changes:
+            changes["memory_limit"] = os.environ["GPUINSIGHT_MEMORY_LIMIT"]
         return cls(db_path=Path(path), **changes)

@@ -198,3 +198,22 @@ def test_merge_bounded_by_the_batch_time_range_keeps_merge_semantics(tmp_path: P
     assert _time_bound(batch.with_columns(pl.col("ts").dt.cast_time_unit("ns")), SAMPLE_KEY[:4]) == ("", [])
     assert _time_bound(pl.DataFrame({"cluster": ["c"], "node": ["a"]}), ["cluster", "node"]) == ("", [])
     wh.close()
+
+
+def test_memory_limit_is_applied_and_a_bad_one_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuinsight as gi
+
+    def limit(g: gi.GpuInsight) -> str:
+        return str(g.sql("SELECT current_setting('memory_limit') AS m").item())
+
+    with gi.open(tmp_path / "w.duckdb") as g:  # the default: a quarter of the RAM, not DuckDB's 80 %
+        quarter = limit(g)
+    with duckdb.connect() as con:
+        con.execute("SET memory_limit = '25%'")
+        assert quarter == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    monkeypatch.setenv("GPUINSIGHT_MEMORY_LIMIT", "1GB")
+    with gi.open(tmp_path / "w.duckdb") as g:
+        assert limit(g) in ("953.6 MiB", "1.0 GiB", "1000.0 MiB")
+    monkeypatch.setenv("GPUINSIGHT_MEMORY_LIMIT", "lots")
+    with pytest.raises(BadInput, match="memory limit 'lots'"):
+        gi.open(tmp_path / "w.duckdb")

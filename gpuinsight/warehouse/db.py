@@ -30,7 +30,7 @@ def to_polars(
     return rel.pl()
 
 
-def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(path: str | Path, *, read_only: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     path = Path(path)
     if read_only and not path.exists():
         raise BadInput(f"{path}: no warehouse here (run a collection or `gpuinsight demo` first)")
@@ -45,6 +45,13 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise RuntimeFailure(f"{path}: cannot open warehouse: {first}") from exc
     except duckdb.Error as exc:
         raise BadInput(f"{path}: not a DuckDB warehouse: {exc}") from exc
+    if memory_limit:
+        try:  # bound as a value, never pasted
+            con.execute("SET memory_limit = $v", {"v": memory_limit})
+        except duckdb.Error as exc:
+            con.close()
+            raise BadInput(f"memory limit {memory_limit!r}: {str(exc).splitlines()[0]} "
+                           "(a size like 8GB or a share of RAM like 25%)") from None
     return without_progress_bar(con)
 
 
@@ -77,9 +84,9 @@ def _time_bound(batch: pl.DataFrame, key: Sequence[str]) -> tuple[str, list[Any]
 class Warehouse:
     """An open warehouse: a DuckDB connection with the schema migrated."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, memory_limit: str | None = None) -> None:
         self.path = Path(path)
-        self.con = connect(self.path, read_only=read_only)
+        self.con = connect(self.path, read_only=read_only, memory_limit=memory_limit)
         self._lock = threading.RLock()
         # table -> its columns, read from information_schema once per table and connection (every
         # merge checks its batch against them); emptied whenever this process changes the schema
