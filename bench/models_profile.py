@@ -116,7 +116,7 @@ def main() -> None:
             q = g.registry.get("workload_gpu_profile")
             params = q.bind({})
             t0 = time.perf_counter()
-            exact = g.query("workload_gpu_profile")
+            exact = g.sql(q.text, params)  # the model itself, not the answer refresh keeps
             print(f"workload_gpu_profile: {time.perf_counter() - t0:.2f} s, {exact.height:,} workloads")
             cpu, ops = profile_operators(g.wh.con, q.text, params, Path(tmp) / "profile.json")
             print(f"  profiled (DuckDB JSON profiler, the EXPLAIN ANALYZE figures): {cpu:.1f} s CPU; costliest operators:")

@@ -23,6 +23,7 @@ line.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -258,14 +259,18 @@ class QueryRegistry:
             digest.update(q.name.encode() + b"\0" + q.text.encode() + b"\0")
         return digest.hexdigest()[:16]
 
-    def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+    def refresh(self, con: duckdb.DuckDBPyConnection, *, keep: Collection[str] | None = None) -> list[str]:
         """(Re)build every materialized model, then the default answers kept (they may read any
-        materialized model); the caller owns the transaction."""
+        materialized model); the caller owns the transaction. ``keep`` names the default answers
+        to rebuild (all by default): for a benchmark that times only what it compares; the
+        others are left as they were."""
         built = []
         for q in self.build_order():
             _execute_ddl(con, q)
             built.append(q.name)
         for q in self.kept_defaults():
+            if keep is not None and q.name not in keep:
+                continue
             _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
             built.append(q.default_table)
         con.execute("DELETE FROM model_state")
