@@ -41,9 +41,9 @@ class Config:
     cluster: str = "default"
     catalog: str | None = None               # price catalog name; None = newest loaded
     window_days: float | None = None          # analysis window: the last N days of data; None = all
-    # DuckDB's memory limit (a size like "8GB" or a share of RAM like "25%"; docs/performance.md):
-    # beyond it sorts, hash aggregates and windows spill to disk instead of growing the process
-    memory_limit: str = "25%"
+    # DuckDB's memory limit (a size like "8GB" or a share of RAM like "25%"; docs/performance.md);
+    # None keeps DuckDB's own (80 % of RAM). Beyond it sorts, aggregates and windows spill to disk
+    memory_limit: str | None = None
     s3_endpoint_url: str | None = None        # S3-compatible store for report uploads (MinIO, moto)
     progress: bool = False                   # progress bars (the CLI sets it on terminals only)
     debug: bool = False

@@ -206,11 +206,13 @@ def test_memory_limit_is_applied_and_a_bad_one_is_refused(tmp_path: Path, monkey
     def limit(g: gi.GpuInsight) -> str:
         return str(g.sql("SELECT current_setting('memory_limit') AS m").item())
 
-    with gi.open(tmp_path / "w.duckdb") as g:  # the default: a quarter of the RAM, not DuckDB's 80 %
-        quarter = limit(g)
-    with duckdb.connect() as con:
+    monkeypatch.delenv("GPUINSIGHT_MEMORY_LIMIT", raising=False)
+    with gi.open(tmp_path / "w.duckdb") as g, duckdb.connect() as con:  # the default: DuckDB's own
+        assert limit(g) == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    monkeypatch.setenv("GPUINSIGHT_MEMORY_LIMIT", "25%")
+    with gi.open(tmp_path / "w.duckdb") as g, duckdb.connect() as con:
         con.execute("SET memory_limit = '25%'")
-        assert quarter == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert limit(g) == con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     monkeypatch.setenv("GPUINSIGHT_MEMORY_LIMIT", "1GB")
     with gi.open(tmp_path / "w.duckdb") as g:
         assert limit(g) in ("953.6 MiB", "1.0 GiB", "1000.0 MiB")
