@@ -756,3 +756,10 @@ def test_kuberay_and_scale_to_zero_sections_and_week_chart() -> None:
     assert "ml/embed-x7k2p" in ray and "shutdownAfterJobFinishes, TTL 300 s" in ray and "$3,079" in ray
     assert "ml-demo/summarizer" in stz and "24 of 48 h" in stz and ">1.0<" in stz and "$428" in stz
     assert ray_keda.sections([]) == []
+    # a large fleet's hundreds of findings: the biggest savings only, and the chart says so
+    many = [Recommendation(rule="scale_to_zero", title="sleeps", namespace="ns", workload=f"svc-{i}",
+                           monthly_savings_usd=float(i), evidence=recs[0].evidence) for i in range(200)]
+    big = ray_keda.scale_to_zero_week(many).to_dict()
+    shown = {r["workload"] for r in data_rows(big)}
+    assert shown == {f"ns/svc-{i}" for i in range(188, 200)}
+    assert "the 12 biggest savings of 200" in texts(big)

@@ -38,12 +38,16 @@ def week_frame(findings: list[Any]) -> pl.DataFrame:
                                       "gr_active_pct": pl.Float64, "idle_share": pl.Float64})
 
 
-def scale_to_zero_week(findings: list[Any]) -> ChartLike:
-    """Hour-of-week GPU activity of the services to scale to zero (UTC; unobserved hours blank)."""
-    df = week_frame(findings)
+def scale_to_zero_week(findings: list[Any], *, top_n: int = 12) -> ChartLike:
+    """Hour-of-week GPU activity of the services to scale to zero (UTC; unobserved hours blank):
+    the ``top_n`` biggest savings (a large fleet has hundreds: one 168-cell row each would
+    exceed what a chart can inline and what a reader can scan)."""
+    shown = sorted(findings, key=lambda r: -r.monthly_savings_usd)[:top_n]
+    df = week_frame(shown)
+    more = f"; the {len(shown)} biggest savings of {len(findings)}" if len(findings) > len(shown) else ""
     title = heading("Scale to zero: GPU activity by hour of the week (UTC)",
                     "mean GR engine activity of each service a KEDA ScaledObject would scale to zero; "
-                    "dark = idle, blank = not observed")
+                    f"dark = idle, blank = not observed{more}")
     return (
         alt.Chart(df)
         .mark_rect()
