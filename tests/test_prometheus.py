@@ -137,7 +137,7 @@ def test_5xx_is_retried_then_gives_a_clear_failure(proxy: FaultProxy, reference:
     cfg = cfg_for(tmp_path, proxy.url, name="fail", retries=1)
     proxy.fail_next = 100
     with Warehouse(cfg.db_path) as wh:
-        with pytest.raises(RuntimeFailure, match=r"query_range|over_time.*gave up after 2 attempts \(HTTP 503\)"):
+        with pytest.raises(RuntimeFailure, match=r"over_time.*gave up after 2 attempts \(HTTP 503: unavailable: upstream unavailable\)"):
             PrometheusSource(cfg).collect(wh, T0, T_END, 300)
         assert wh.count("gpu_samples") == 0
         assert wh.sql("SELECT status FROM ingest_state").item() == "failed"
@@ -152,15 +152,10 @@ def test_stalled_server_times_out(proxy: FaultProxy, tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize(("ctype", "body", "what"), [
-    ("text/html", b"<html>login</html>", "not Prometheus JSON"),
-    ("application/json", b'{"status": "success", "data": {"resultType": "matrix", "result": [', "malformed JSON"),
-])
-def test_non_prometheus_answers_are_bad_input(proxy: FaultProxy, tmp_path: Path, ctype: str, body: bytes,
-                                              what: str) -> None:
+def test_non_prometheus_answers_are_bad_input(proxy: FaultProxy, tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, proxy.url)
-    proxy.only_path, proxy.content_type, proxy.body = "/api/v1/query_range", ctype, body
-    with Warehouse(cfg.db_path) as wh, pytest.raises(BadInput, match=rf"_over_time\(.*{what}"):
+    proxy.only_path, proxy.content_type, proxy.body = "/api/v1/query_range", "text/html", b"<html>login</html>"
+    with Warehouse(cfg.db_path) as wh, pytest.raises(BadInput, match=r"_over_time\(.*not Prometheus JSON"):
         PrometheusSource(cfg).collect(wh, T0, T_END, 300)
 
 
@@ -243,13 +238,100 @@ def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> No
 def test_bulk_decoder_equals_orjson_decoder() -> None:
     import orjson
 
-    from gpuinsight.sources.prom.client import fast_matrix, matrix_frame
+    from gpuinsight.sources.prom.client import fast_matrix, matrix_of
 
     body = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"x\\"values\\":[]]",'
             b'"b":"{\\"metric\\":1}"},"values":[[1793491200,"0.5"],[1793491500.5,"NaN"]]},'
             b'{"metric":{},"values":[[1793491200,"+Inf"]]}]}}')
-    fast = fast_matrix(body, "m", 300)
-    assert fast is not None and fast.equals(matrix_frame(orjson.loads(body)["data"]["result"], "m", 300))
-    assert fast["a"].to_list()[0] == 'x"values":[]]' and fast["value"].is_nan().to_list() == [False, True, False]
-    assert fast_matrix(body.replace(b"]}}", b'],"warnings":["w"]}}'), "m") is None  # the generic path takes it
-    assert fast_matrix(body[:-20], "m") is None
+    fast = fast_matrix(body)
+    slow = matrix_of(orjson.loads(body)["data"]["result"])
+    assert fast is not None and fast.labels == slow.labels and fast.lens.tolist() == slow.lens.tolist() == [2, 1]
+    assert fast.ts.equals(slow.ts) and fast.values.equals(slow.values) and fast.warnings == []
+    frame = fast.series_frame("m", 300)
+    assert frame.equals(slow.series_frame("m", 300)) and frame["a"].to_list()[0] == 'x"values":[]]'
+    assert frame["value"].is_nan().to_list() == [False, True, False] and frame["value"][2] == float("inf")
+    # warnings and VictoriaMetrics' isPartial are read on the bulk path too
+    warned = fast_matrix(body[:-1] + b',"warnings":["partial response"]}')
+    assert warned is not None and warned.warnings == ["partial response"] and warned.points == 3
+    vm = fast_matrix(body.replace(b'"success",', b'"success","isPartial":true,'))
+    assert vm is not None and vm.warnings and vm.warnings[0].startswith("isPartial")
+    for cut in (20, 60, len(body) - 3, len(body) - 1):  # cut short anywhere: never a silent answer
+        assert fast_matrix(body[:cut]) is None
+
+
+def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None:
+    """The DCGM bulk path gives exactly the rows dcgm_samples gives from long series frames."""
+    from polars.testing import assert_frame_equal
+
+    from gpuinsight.sources.prom.client import PromClient
+    from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
+    from gpuinsight.sources.prom.frames import concat_series
+    from gpuinsight.sources.series import dcgm_samples
+
+    def both(answers: list) -> tuple:
+        got: dict[str, int] = {}
+        want: dict[str, int] = {}
+        fast = dcgm_rows(answers, "c", 300, got)
+        slow = dcgm_samples(concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers]),
+                            "c", 300, stats=want)
+        key = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod"]
+        assert_frame_equal(fast.sort(key), slow.sort(key), check_exact=False)
+        assert got == want
+        return fast, got
+
+    cfg = Config(cluster="c", prometheus=PrometheusConfig(url=prom_small))
+    src = PrometheusSource(cfg, points_per_query=10, points_per_batch=1)  # sharded, 6 chunks
+    t0, t1 = src.grid(T0, T_END, 300)
+    client = PromClient(cfg.prometheus)
+    chunks = src.plan(t0, t1, 300, raw=False)
+    rows, stats = both([(q, client.query_range(q)) for q in chunks[0] if is_dcgm(q)])
+    assert rows.height == 12 * 6 and stats == {"nonfinite_dropped": 1}  # 6 GPU entities x 12 steps; the NaNs
+    for seed in range(40):
+        both(random_dcgm_answers(seed))
+    unidentified = random_dcgm_answers(1)
+    unidentified[0][1].labels[0] = {"Hostname": "n1", "pod": "p1"}  # no gpu, no UUID
+    with pytest.raises(BadInput, match=r"DCGM series .*Hostname=\"n1\".*cannot tell which GPU"):
+        dcgm_rows(unidentified, "c", 300)
+
+
+def random_dcgm_answers(seed: int) -> list:
+    """DCGM answers over random label mixes: every spelling, sharing, MIG, dropped labels, NaN."""
+    import numpy as np
+    import polars as pl
+
+    from gpuinsight.sources.prom.frames import Matrix
+    from gpuinsight.sources.prom.promql import DCGM_LABELS, Query
+
+    rng = np.random.default_rng(seed)
+    pick = lambda *xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    gpus = []
+    for g in range(int(rng.integers(1, 6))):
+        ident = {pick("UUID", "uuid"): f"GPU-{g:04d}", "gpu": str(g % 2), "modelName": pick("NVIDIA A100", "NVIDIA L4")}
+        host = pick("Hostname", "hostname", "node", None)
+        if host:
+            ident[host] = pick("n1", "n2")
+        if rng.random() < 0.3:
+            ident |= {"GPU_I_ID": pick("1", "2"), "GPU_I_PROFILE": pick("1g.10gb", "3g.40gb")}
+        gpus.append(ident)
+    holders = [{}, {"pod": "dcgm-exporter-x", "namespace": "gpu-operator"},
+               {"pod": "dcgm-exporter-x", "namespace": "gpu-operator", "exported_pod": "p1", "exported_namespace": "a",
+                "exported_container": "c2"},
+               {"pod": "p1", "namespace": "a", "container": "c1"}, {"pod": "p1", "namespace": "a", "container": "c0"},
+               {"pod_name": "p2", "pod_namespace": "b", "container_name": "c"}, {"pod": "p3", "namespace": "a"}]
+    metrics = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE:max", "DCGM_FI_DEV_GPU_UTIL",
+               "dcgm_fi_dev_fb_used", "dcgm_fi_dev_fb_used:max", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE"]
+    start, step, steps = 1793491499.999, 300, int(rng.integers(1, 8))
+    answers = []
+    for metric in rng.choice(metrics, size=int(rng.integers(1, len(metrics) + 1)), replace=False):
+        labels, lens, ts, values = [], [], [], []
+        for _ in range(int(rng.integers(1, 9))):
+            # ``instance`` is dropped on arrival: two series may then share every kept label
+            labels.append({**pick(*gpus), **pick(*holders), "instance": str(rng.integers(3)), "__name__": str(metric)})
+            at = sorted(rng.choice(steps, size=int(rng.integers(1, steps + 1)), replace=False))
+            lens.append(len(at))
+            ts += [start + step * i for i in at]
+            values += [pick(float("nan"), float("inf"), 7.0) if rng.random() < 0.1 else float(rng.integers(0, 5))
+                       for _ in at]
+        m = Matrix(labels, np.array(lens), pl.Series(ts, dtype=pl.Float64), pl.Series(values, dtype=pl.Float64))
+        answers.append((Query("x", str(metric), start, start + step * steps, step, step - 0.001, DCGM_LABELS), m))
+    return answers

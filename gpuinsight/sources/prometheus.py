@@ -13,6 +13,10 @@ Plan of one collection (details in docs/collectors.md):
 4. Fetch chunks concurrently, load them strictly in time order: one transaction per chunk
    holds its samples, inventory, pods, nodes, hourly rollup and the advanced cursor. A run
    killed at any point leaves whole chunks and a cursor that matches them.
+5. A chunk with a partial answer (a store that did not answer: ``warnings``/``isPartial``)
+   is not loaded and holds the cursor where it is, so the next incremental run re-reads
+   it; the run goes on, reports the chunks it left out and ends ``incomplete`` (the CLI
+   exits 1). ``PrometheusConfig.allow_partial`` loads such chunks, with a note, instead.
 """
 
 from __future__ import annotations
@@ -23,14 +27,20 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-import polars as pl
-
 from gpuinsight.config import Config
-from gpuinsight.errors import BadInput
+from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.prom import promql
-from gpuinsight.sources.prom.client import PromClient
-from gpuinsight.sources.prom.frames import concat_series, epoch_s, from_epoch_s, to_naive_utc
+from gpuinsight.sources.prom.client import PromClient, partial_warnings
+from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
+from gpuinsight.sources.prom.frames import (
+    Matrix,
+    concat_series,
+    empty_series,
+    epoch_s,
+    from_epoch_s,
+    to_naive_utc,
+)
 from gpuinsight.sources.prom.promql import Matcher, Query
 from gpuinsight.sources.prom.store import get_state
 from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, load_series
@@ -77,8 +87,11 @@ class PrometheusSource:
         self.points_per_query = points_per_query
         self.lag = lag
         self.on_commit = on_commit
-        self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2))
+        self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2),
+                                 allow_partial=self.pcfg.allow_partial)
         self.scope = self.client.where
+        self.refused: list[str] = []  # windows of chunks left out for a partial answer
+        self.plan_notes: list[str] = []
 
     # -- the window ------------------------------------------------------------------------
     def resolve_window(
@@ -117,7 +130,8 @@ class PrometheusSource:
     def plan(self, t0: int, t1: int, step: int, raw: bool) -> list[list[Query]]:
         """Queries per chunk, in time order."""
         wanted = [n for base in DCGM_METRICS for n in (base, base.lower())]
-        names = self.client.metric_names(wanted, t0 - step, t1, self.matchers)
+        names, warnings = self.client.metric_names(wanted, t0 - step, t1, self.matchers)
+        self._planning_answer("which DCGM fields exist", warnings)
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
         want_max = {n: n.upper() in MAX_METRICS for n in names}
         n_queries = sum(1 if raw or not want_max[n] else 2 for n in names)
@@ -149,9 +163,20 @@ class PrometheusSource:
         if not probe:
             return 0, False
         match = promql.selector(None, [("__name__", "=~", "|".join(probe)), *self.matchers])
-        series = self.client.series(match, start, end)
+        series, warnings = self.client.series(match, start, end)
+        self._planning_answer("how many GPU series there are", warnings)
         lowercase = any("uuid" in s and "UUID" not in s for s in series)
         return len(series), lowercase
+
+    def _planning_answer(self, what: str, warnings: list[str]) -> None:
+        """A partial answer while planning would leave whole fields or shards out: stop."""
+        partial = partial_warnings(warnings)
+        if not partial:
+            return
+        if not self.pcfg.allow_partial:
+            raise RuntimeFailure(f"{self.scope}: partial answer to {what} ({_brief(partial)}); nothing loaded: "
+                                 "re-run when the server is whole, or pass --allow-partial")
+        self.plan_notes.append(f"accepted a partial answer to {what} (--allow-partial): {_brief(partial)}")
 
     # -- the run ---------------------------------------------------------------------------
     def collect(
@@ -165,10 +190,20 @@ class PrometheusSource:
             report = LoadReport(source=SOURCE, window=window)
             report.notes.append("window shorter than one step: nothing to collect")
             return report
+        self.refused, self.plan_notes = [], []
         chunks = self.plan(t0, t1, step, raw)
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
         report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
                              window=window, details=details, on_commit=self.on_commit)
+        report.notes[:0] = self.plan_notes
+        if self.refused:
+            state = get_state(wh, SOURCE, self.scope) or {}
+            cursor = state.get("cursor")
+            report.incomplete = (
+                f"{self.scope}: partial answers for {len(self.refused)} of {len(chunks)} chunks (first "
+                f"{self.refused[0]}) were not loaded; the cursor stays at "
+                f"{cursor.isoformat() if cursor else 'the window start'} so the next run re-reads them "
+                "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
         report.notes.append(f"{self.last_plan['queries']} queries in {self.last_plan['chunks']} chunks, "
@@ -177,9 +212,11 @@ class PrometheusSource:
 
     def _batches(self, chunks: list[list[Query]], step: int) -> Iterator[SeriesBatch]:
         """Fetch ahead concurrently; yield chunks strictly in time order."""
-        pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency), thread_name_prefix="prom")
-        pending: deque[tuple[list[Query], list[Future[pl.DataFrame]]]] = deque()
+        # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
+        pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
+        pending: deque[tuple[list[Query], list[Future[Matrix]]]] = deque()
         todo = iter(chunks)
+        held = False
         try:
             while True:
                 # Two chunks in flight keep the server busy while one loads, with bounded memory.
@@ -191,13 +228,35 @@ class PrometheusSource:
                 if not pending:
                     return
                 qs, futures = pending.popleft()
-                frames = [f.result() for f in futures]
-                start, end = round(qs[0].start), round(qs[0].end)
-                yield SeriesBatch(concat_series(frames), step, start=from_epoch_s(start - step),
-                                  end=from_epoch_s(end))
+                answers = [(q, f.result()) for q, f in zip(qs, futures, strict=True)]
+                start, end = from_epoch_s(round(qs[0].start) - step), from_epoch_s(round(qs[0].end))
+                batch = self._batch(answers, step, start, end)
+                held = held or not batch.advance_cursor
+                batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
+                yield batch
         finally:
             for _, futures in pending:
                 for f in futures:
                     f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def _batch(self, answers: list[tuple[Query, Matrix]], step: int, start: datetime, end: datetime) -> SeriesBatch:
+        partial = partial_warnings([w for _, m in answers for w in m.warnings])
+        window = f"{start.isoformat()}..{end.isoformat()}"
+        if partial and not self.pcfg.allow_partial:
+            self.refused.append(window)
+            return SeriesBatch(empty_series(), step, start=start, end=end, advance_cursor=False,
+                               notes=[f"partial answer for {window}, not loaded: {_brief(partial)}"])
+        notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
+        stats: dict[str, int] = {}
+        samples = dcgm_rows([(q, m) for q, m in answers if is_dcgm(q)], self.cfg.cluster, step, stats)
+        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers if not is_dcgm(q)])
+        return SeriesBatch(series, step, start=start, end=end, notes=notes, samples=samples,
+                           nonfinite_dropped=stats.get("nonfinite_dropped", 0))
+
+
+def _brief(warnings: list[str]) -> str:
+    """Distinct warnings on one line, each cut to a readable length."""
+    distinct = list(dict.fromkeys(" ".join(w.split())[:160] for w in warnings))
+    more = f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""
+    return "; ".join(distinct[:3]) + more

@@ -134,7 +134,19 @@ def dcgm_samples(
     for c in _VALUE_COLUMNS:
         vals = pl.col("value").filter(pl.col("_col") == c)
         aggs.append((vals.max() if c in _MAX_COLUMN.values() else vals.mean()).alias(c))
-    out = s.group_by(key).agg(aggs)
+    return finish_samples(s.group_by(key).agg(aggs), cluster, step_s)
+
+
+def sample_column(metric: str) -> str | None:
+    """The ``gpu_samples`` column a series frame's ``metric`` feeds (None: not a DCGM field)."""
+    return _METRIC_TO_COLUMN.get(metric)
+
+
+MAX_COLUMNS = frozenset(_MAX_COLUMN.values())
+
+
+def finish_samples(out: pl.DataFrame, cluster: str, step_s: int) -> pl.DataFrame:
+    """Per-key reduced fields -> ``gpu_samples`` rows (fallbacks, constants, column order)."""
     gr = pl.coalesce(pl.col("gr_active"), pl.col("gpu_util") / 100.0)
     out = out.with_columns(gr.alias("gr_active")).with_columns(
         pl.coalesce("gr_active_max", "gr_active").alias("gr_active_max"),
@@ -181,6 +193,12 @@ class SeriesBatch:
     start: datetime | None = None
     end: datetime | None = None
     notes: list[str] = field(default_factory=list)
+    # gpu_samples rows built by the caller (the Prometheus path decodes DCGM answers straight
+    # into rows); ``series`` then holds only what the other tables need
+    samples: pl.DataFrame | None = None
+    nonfinite_dropped: int = 0
+    # False: the batch is not known complete (a partial answer), so the cursor stays put
+    advance_cursor: bool = True
 
 
 def load_series(
@@ -206,10 +224,12 @@ def load_series(
     set_state(wh, source, scope, status="running", details=info, run_id=run_id)
     nonfinite = 0
     total = 0
+    held = False
     try:
         for item in series_batches:
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
+            held = held or not batch.advance_cursor
             stats: dict[str, int] = {}
             rows = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
                              rows_before=total)
@@ -224,7 +244,8 @@ def load_series(
         raise
     if nonfinite:
         report.notes.append(f"skipped {nonfinite:,} NaN/Inf samples")
-    set_state(wh, source, scope, status="complete", details=info, rows_loaded=total)
+    set_state(wh, source, scope, status="partial" if held else "complete",
+              details={**info, "notes": report.notes} if report.notes else info, rows_loaded=total)
     return report
 
 
@@ -233,7 +254,11 @@ def _load_one(
     stats: dict[str, int], info: dict[str, object], rows_before: int,
 ) -> dict[str, int]:
     cluster = cfg.cluster
-    samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats)
+    if batch.samples is None:
+        samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats)
+    else:
+        samples = batch.samples
+        stats["nonfinite_dropped"] = batch.nonfinite_dropped
     gpus = gpu_inventory(samples)
     pods = ksm_pods(batch.series, cluster, source=source.split(":")[0])
     nodes = ksm_nodes(batch.series, cluster)
@@ -252,7 +277,7 @@ def _load_one(
             merge_spans(wh, con, "clusters", clusters, ["cluster"])
         if samples.height:
             rows["gpu_hourly"] = rebuild_gpu_hourly(con, samples)
-        cursor = batch.end or (ts_all.max() if ts_all.len() else None)
+        cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)
     return rows

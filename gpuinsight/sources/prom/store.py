@@ -56,12 +56,13 @@ def merge_spans(
 
 def get_state(wh: Warehouse, source: str, scope: str) -> dict[str, Any] | None:
     with wh._lock:
-        row = wh.con.execute(
+        rows = wh.con.execute(
             "SELECT cursor, status, details, run_id FROM ingest_state WHERE source = ? AND scope = ?",
             [source, scope],
-        ).fetchone()
-    if row is None:
+        ).fetchall()  # fetched to the end: an open result would block the connection's next statement
+    if not rows:
         return None
+    row = rows[0]
     details = orjson.loads(row[2]) if row[2] else {}
     return {"cursor": row[0], "status": row[1], "details": details, "run_id": row[3]}
 
