@@ -229,6 +229,7 @@ class PrometheusSource:
                     return
                 qs, futures = pending.popleft()
                 answers = [(q, f.result()) for q, f in zip(qs, futures, strict=True)]
+                del futures  # the answers live only until they are rows (not while those load)
                 start, end = from_epoch_s(round(qs[0].start) - step), from_epoch_s(round(qs[0].end))
                 batch = self._batch(answers, step, start, end)
                 held = held or not batch.advance_cursor
@@ -249,8 +250,12 @@ class PrometheusSource:
                                notes=[f"partial answer for {window}, not loaded: {_brief(partial)}"])
         notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
         stats: dict[str, int] = {}
-        samples = dcgm_rows([(q, m) for q, m in answers if is_dcgm(q)], self.cfg.cluster, step, stats)
-        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers if not is_dcgm(q)])
+        dcgm = [(q, m) for q, m in answers if is_dcgm(q)]
+        ksm = [(q, m) for q, m in answers if not is_dcgm(q)]
+        answers.clear()
+        samples = dcgm_rows(dcgm, self.cfg.cluster, step, stats)
+        del dcgm
+        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in ksm])
         return SeriesBatch(series, step, start=start, end=end, notes=notes, samples=samples,
                            nonfinite_dropped=stats.get("nonfinite_dropped", 0))
 

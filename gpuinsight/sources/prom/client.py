@@ -181,10 +181,12 @@ class PromClient:
     # -- API -------------------------------------------------------------------------------
     def query_range(self, q: Query) -> Matrix:
         params: Params = [("query", q.expr), ("start", q.start), ("end", q.end), ("step", q.step)]
-        return self.fetch("/api/v1/query_range", params, q.expr, lambda body: self.decode_matrix(body, q.expr))
+        return self.fetch("/api/v1/query_range", params, q.expr,
+                          lambda body: self.decode_matrix(body, q.expr, q.keep))
 
-    def decode_matrix(self, body: bytes, what: str) -> Matrix:
-        fast = fast_matrix(body)
+    def decode_matrix(self, body: bytes, what: str, keep: frozenset[str] | None = None) -> Matrix:
+        """The answer's matrix; ``keep``: the labels worth keeping (the rest is dropped on arrival)."""
+        fast = fast_matrix(body, keep)
         if fast is not None:
             return fast
         doc = _json(body)
@@ -192,7 +194,7 @@ class PromClient:
         data = doc.get("data")
         if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
             raise BadInput(f"{self.where}: {what}: expected a matrix result")
-        return matrix_of(data["result"], _warnings(doc))
+        return matrix_of(data["result"], _warnings(doc), keep)
 
     def metric_names(self, wanted: list[str], start: int, end: int,
                      matchers: Sequence[Matcher] = ()) -> tuple[list[str], list[str]]:
@@ -240,9 +242,10 @@ def _error_text(body: bytes) -> str:
 _MATRIX_HEAD = re.compile(rb'\{"status":"success",(?:"isPartial":(?:true|false),)?'
                           rb'"data":\{"resultType":"matrix","result":\[')
 _POINTS = bytes.maketrans(b"]", b"\n")
+_VALUES_KEY = b'"values":['
 
 
-def fast_matrix(body: bytes) -> Matrix | None:
+def fast_matrix(body: bytes, keep: frozenset[str] | None = None) -> Matrix | None:
     """The bulk path for a compact matrix answer, or None to decode it in full instead.
 
     In the compact JSON these servers write, an unescaped ``"values":[`` can only be the key
@@ -257,40 +260,44 @@ def fast_matrix(body: bytes) -> Matrix | None:
     head = _MATRIX_HEAD.match(body)
     if head is None:
         return None
-    parts = body[head.end():].split(b'"values":[')
-    if len(parts) == 1:
-        return None  # no series (or not the shape we know): small, let orjson take it
+    view = memoryview(body)
+    labels: list[Any] = []
+    segments: list[memoryview] = []  # the points arrays, as views: no copy of the body
+    lens: list[int] = []
+    after = head.end()  # just past the previous series' points
     try:
-        labels, segments = [], []
-        for i in range(1, len(parts)):
-            prev, cur = parts[i - 1], parts[i]
-            k = prev.rfind(b'{"metric":')
-            end = cur.find(b"]]")
-            if k < 0 or end < 0 or not prev.endswith(b",") or not cur.startswith(b"["):
+        while (key := body.find(_VALUES_KEY, after)) >= 0:
+            k = body.rfind(b'{"metric":', after, key)
+            start = key + len(_VALUES_KEY)
+            end = body.find(b"]]", start)
+            if k < 0 or end < 0 or body[key - 1:key] != b"," or body[start:start + 1] != b"[":
                 return None
-            labels.append(orjson.loads(prev[k + 10:-1]))
-            segments.append(cur[:end + 1])
-        last = parts[-1]
-        tail = last[last.index(b"]]") + 2:]
-        if not tail.startswith(b"}"):
-            return None
-        envelope = orjson.loads(body[:head.end()] + tail[1:])
+            metric = orjson.loads(view[k + 10:key - 1])
+            labels.append(metric if keep is None or not isinstance(metric, dict) else
+                          {n: v for n, v in metric.items() if n in keep})
+            segments.append(view[start:end + 1])
+            lens.append(body.count(b"]", start, end + 1))
+            after = end + 2
+        if not segments or body[after:after + 1] != b"}":
+            return None  # no series (small: orjson takes it), or not the shape we know
+        envelope = orjson.loads(body[:head.end()] + body[after + 1:])
         if not isinstance(envelope, dict) or envelope.get("data") != {"resultType": "matrix", "result": []}:
             return None
-        lens = np.fromiter((s.count(b"]") for s in segments), dtype=np.int64, count=len(segments))
-        blob = (b"," + b",".join(segments)).translate(_POINTS, b"[")
+        blob = b",".join([b"", *segments]).translate(_POINTS, b"[")
+        del segments, view
         points = pl.read_csv(blob, has_header=False, new_columns=["_", "ts", "value"], columns=[1, 2],
                              schema={"_": pl.Utf8, "ts": pl.Float64, "value": pl.Float64}, quote_char='"')
     except (ValueError, orjson.JSONDecodeError, pl.exceptions.PolarsError):
         return None
-    if points.height != int(lens.sum()) or points["ts"].null_count() or points["value"].null_count():
+    if points.height != sum(lens) or points["ts"].null_count() or points["value"].null_count():
         return None
     if not all(isinstance(m, dict) for m in labels):
         return None
-    return Matrix(labels, lens, points["ts"], points["value"], _warnings(envelope))
+    return Matrix(labels, np.array(lens, dtype=np.int64), points["ts"], points["value"], _warnings(envelope))
 
 
-def matrix_of(result: list[dict[str, Any]], warnings: list[str] | None = None) -> Matrix:
+def matrix_of(result: list[dict[str, Any]], warnings: list[str] | None = None,
+              keep: frozenset[str] | None = None) -> Matrix:
     """A decoded ``result`` list -> Matrix (the generic path: any key order, any spacing).
 
     The points are flattened with C-level iteration ([t0, "v0", t1, "v1", ...]) and sliced
@@ -300,4 +307,7 @@ def matrix_of(result: list[dict[str, Any]], warnings: list[str] | None = None) -
     flat = list(chain.from_iterable(chain.from_iterable(r.get("values") or () for r in result)))
     ts = pl.Series("ts", flat[0::2], dtype=pl.Float64, strict=False)
     values = pl.Series("value", flat[1::2], dtype=pl.Utf8, strict=False).cast(pl.Float64, strict=False)
-    return Matrix([r.get("metric") or {} for r in result], lens, ts, values, list(warnings or []))
+    labels = [r.get("metric") or {} for r in result]
+    if keep is not None:
+        labels = [{n: v for n, v in m.items() if n in keep} for m in labels]
+    return Matrix(labels, lens, ts, values, list(warnings or []))

@@ -57,63 +57,102 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     n_series = sum(len(m.labels) for _, m in answers)
 
     # per series (index g, in answer order): its key, and codes for the per-row reductions
-    key_of = np.full(n_series, -1, dtype=np.int64)
     keys = series.select(KEY).unique(maintain_order=True).with_row_index("_k")
-    series = series.join(keys, on=KEY, how="left", nulls_equal=True)
+    series = series.join(keys, on=KEY, how="left", nulls_equal=True).sort("_g")
     g = series["_g"].to_numpy()
-    key_of[g] = series["_k"].to_numpy()
+    key_of = _per_series(n_series, g, series["_k"].cast(pl.Int64).to_numpy(), -1)
     containers = series["container"].unique().sort()
-    container_of = np.zeros(n_series, dtype=np.int64)
-    container_of[g] = series["container"].cast(pl.Enum(containers)).to_physical().to_numpy()
-    has = {c: np.zeros(n_series, dtype=bool) for c in _LAST_NON_NULL}
-    for c in _LAST_NON_NULL:
-        has[c][g] = series[c].is_not_null().to_numpy()
-    attrs = series.sort("_g")  # attrs row i <-> series g_sorted[i]
-    attr_row = np.full(n_series, -1, dtype=np.int64)
-    attr_row[attrs["_g"].to_numpy()] = np.arange(attrs.height)
+    container_of = _per_series(
+        n_series, g, series["container"].cast(pl.Enum(containers)).to_physical().cast(pl.Int64).to_numpy(), 0)
+    attr_row = _per_series(n_series, g, np.arange(series.height), -1)  # series g -> its row of ``series``
 
-    # the points: series, row timestamp (us), field, value
-    g_pts, ts_pts, field_pts, val_pts = [], [], [], []
-    offset = 0
-    for q, m in answers:
-        g_pts.append(m.series_index().astype(np.int64) + offset)
-        ts_pts.append(eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy())
-        field_pts.append(np.full(m.points, _VALUES.index(sample_column(q.metric) or ""), dtype=np.int8))
-        val_pts.append(m.values.to_numpy())
-        offset += len(m.labels)
-    gp, tsp, fp, vp = (np.concatenate(a) for a in (g_pts, ts_pts, field_pts, val_pts))
-    finite = np.isfinite(vp)
-    if stats is not None:
-        stats["nonfinite_dropped"] = stats.get("nonfinite_dropped", 0) + int((~finite).sum())
+    # the points, answer after answer (each answer one slice): series, time, value
+    fields = [_VALUES.index(sample_column(q.metric) or "") for q, _ in answers]
+    sizes = np.array([m.points for _, m in answers])
+    gp = np.concatenate([m.series_index() for _, m in answers])
+    gp += np.repeat(np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]], dtype=np.uint32), sizes)
+    tsp = np.concatenate([eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy() for q, m in answers])
+    vp = np.concatenate([m.values.to_numpy() for _, m in answers])
     kp = key_of[gp]
-    keep = finite & (kp >= 0)
-    gp, tsp, fp, vp, kp = gp[keep], tsp[keep], fp[keep], vp[keep], kp[keep]
+    keep = np.isfinite(vp)
+    if stats is not None:
+        stats["nonfinite_dropped"] = stats.get("nonfinite_dropped", 0) + int(keep.size - keep.sum())
+    keep &= kp >= 0
+    if not keep.all():  # rare: compress, and the answers' slices with them
+        sizes = np.add.reduceat(keep, np.cumsum(sizes) - sizes) if keep.any() else sizes * 0
+        gp, tsp, vp, kp = gp[keep], tsp[keep], vp[keep], kp[keep]
+    del keep
     if not len(gp):
         return pl.DataFrame(schema=SAMPLE_COLUMNS)
 
     # rows = distinct (key, ts); ``row`` maps every point to its row
-    times, t_idx = np.unique(tsp, return_inverse=True)
-    cells, row = np.unique(kp * len(times) + t_idx, return_inverse=True)
+    times, t_idx = _time_index(tsp, int(round(answers[0][0].step * 1_000_000)))
+    del tsp
+    cells, row = _dense_rank(kp * len(times) + t_idx, len(keys) * len(times))
+    del kp, t_idx
     n_rows = len(cells)
+    bounds = np.cumsum(sizes) - sizes
     out: dict[str, pl.Series] = {}
     for i, col in enumerate(_VALUES):
-        sel = fp == i
-        out[col] = pl.Series(col, _reduce(row[sel], vp[sel], n_rows, col in MAX_COLUMNS), nan_to_null=True)
+        parts = [slice(b, b + n) for b, n, f in zip(bounds, sizes, fields, strict=True) if f == i]
+        rows_i = np.concatenate([row[p] for p in parts]) if parts else row[:0]
+        vals_i = np.concatenate([vp[p] for p in parts]) if parts else vp[:0]
+        out[col] = pl.Series(col, _reduce(rows_i, vals_i, n_rows, col in MAX_COLUMNS), nan_to_null=True)
+    del vp
 
-    rows = pl.DataFrame({"_k": cells // len(times)}).cast({"_k": pl.UInt32}).join(
-        keys, on="_k", how="left", maintain_order="left")
-    frame = rows.select(KEY).with_columns(pl.Series("ts", times[cells % len(times)]).cast(TS))
-    best = np.full(n_rows, -1, dtype=np.int64)
+    frame = pl.DataFrame({"_k": (cells // len(times)).astype(np.uint32)}).join(
+        keys, on="_k", how="left", maintain_order="left").select(KEY)
+    frame = frame.with_columns(pl.Series("ts", times[cells % len(times)]).cast(TS))
+    del cells
+    best = np.zeros(n_rows, dtype=np.int64)
     np.maximum.at(best, row, container_of[gp])
     frame = frame.with_columns(pl.Series("container", containers.gather(best)))
-    for c in _LAST_NON_NULL:
-        last = np.full(n_rows, -1, dtype=np.int64)
-        sel = has[c][gp]
-        np.maximum.at(last, row[sel], gp[sel])
-        idx = pl.Series(np.where(last >= 0, attr_row[np.maximum(last, 0)], -1)).cast(pl.Int64)
-        frame = frame.with_columns(attrs[c].gather(idx.replace(-1, None)).alias(c))
+    last_any = None
+    for c in _LAST_NON_NULL:  # the last series (in answer order) with the attribute gives it
+        has = series[c].is_not_null().to_numpy()
+        if has.all():
+            if last_any is None:
+                last_any = np.full(n_rows, -1, dtype=np.int64)
+                np.maximum.at(last_any, row, gp)
+            last = last_any
+        else:
+            last = np.full(n_rows, -1, dtype=np.int64)
+            sel = _per_series(n_series, g, has, False)[gp]
+            np.maximum.at(last, row[sel], gp[sel])
+        idx = pl.Series(np.where(last >= 0, attr_row[np.maximum(last, 0)], -1))
+        frame = frame.with_columns(series[c].gather(idx.replace(-1, None)).alias(c))
     frame = frame.with_columns(**out)
     return finish_samples(frame, cluster, step_s)
+
+
+def _per_series(n: int, g: np.ndarray, values: np.ndarray, missing: object) -> np.ndarray:
+    """An array over all series indices: ``values`` at ``g``, ``missing`` elsewhere."""
+    out = np.full(n, missing, dtype=values.dtype)
+    out[g] = values
+    return out
+
+
+def _time_index(ts_us: np.ndarray, step_us: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct row times and each point's index among them (grid arithmetic if it fits)."""
+    t0 = int(ts_us.min())
+    steps, off = np.divmod(ts_us - t0, step_us) if step_us > 0 else (ts_us, ts_us)
+    if step_us > 0 and not off.any():
+        return t0 + step_us * np.arange(int(steps.max()) + 1, dtype=np.int64), steps
+    return np.unique(ts_us, return_inverse=True)
+
+
+def _dense_rank(cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``cell`` values in order and each point's rank among them.
+
+    By marking a table of all possible cells when that table is not much larger than the
+    points (the usual case: most keys have a row at most steps), else by sorting.
+    """
+    if n_cells > 4 * len(cell) + (1 << 20):
+        return np.unique(cell, return_inverse=True)
+    seen = np.zeros(n_cells, dtype=bool)
+    seen[cell] = True
+    rank = np.cumsum(seen, dtype=np.int64) - 1
+    return np.flatnonzero(seen), rank[cell]
 
 
 def _identity(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int) -> pl.DataFrame:
