@@ -14,7 +14,8 @@ flight to the server):
       query from N threads, its session asking for plain JSON as ours does
 
 The contenders run interleaved, round after round, so they share whatever else loads the
-machine; each figure is the median of the rounds. Then memory: a whole ``collect`` of a
+machine; each figure is the median of the rounds, with the CPU seconds this process (the
+client) and the server spent, which a busy machine does not change as much as wall time. Then memory: a whole ``collect`` of a
 larger fleet in a subprocess, peak RSS per stored ``gpu_samples`` row (``--code DIR`` runs
 the same measurement against another source tree, e.g. an older commit, for a baseline).
 
@@ -51,9 +52,8 @@ from gpuinsight.sample import FleetSpec, write_sample  # noqa: E402
 from gpuinsight.sources.prom.client import NO_PARTIAL  # noqa: E402
 from gpuinsight.sources.prom.promql import Query  # noqa: E402
 from gpuinsight.sources.prometheus import PrometheusSource  # noqa: E402
-from gpuinsight.sources.series import ksm_nodes, ksm_pods  # noqa: E402
 from gpuinsight.warehouse import Warehouse  # noqa: E402
-from tests.prom_server import backfill, prometheus_server  # noqa: E402
+from tests.prom_server import backfill, prometheus_process, prometheus_server  # noqa: E402
 
 CONCURRENCY = (1, 4)  # 4 is PrometheusConfig's default
 
@@ -101,10 +101,8 @@ def gpuinsight_rows(cfg: Config, chunks: list[list[Query]], step: int) -> tuple[
     t = time.perf_counter()
     rows = 0
     for batch in src._batches(chunks, step):
-        assert batch.samples is not None
+        assert batch.samples is not None and batch.pods is not None and batch.nodes is not None
         rows += batch.samples.height
-        ksm_pods(batch.series, cfg.cluster)
-        ksm_nodes(batch.series, cfg.cluster)
     return time.perf_counter() - t, rows
 
 
@@ -141,7 +139,13 @@ def client_library(url: str, queries: list[Query], n: int) -> tuple[float, int]:
     return time.perf_counter() - t, points
 
 
-def compare(url: str, spec: FleetSpec, rounds: int, workdir: Path) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def compare(url: str, server_pid: int, spec: FleetSpec, rounds: int, workdir: Path) -> None:
     base = Config(cluster=spec.cluster, prometheus=PrometheusConfig(url=url))
     plan_src = PrometheusSource(base)
     since, until = window(spec)
@@ -159,11 +163,16 @@ def compare(url: str, spec: FleetSpec, rounds: int, workdir: Path) -> None:
             "a": lambda n=n: client_library(url, queries, n),
         }
         times: dict[str, list[float]] = {k: [] for k in contenders}
+        ours: dict[str, list[float]] = {k: [] for k in contenders}  # CPU of this process
+        theirs: dict[str, list[float]] = {k: [] for k in contenders}  # CPU of the server
         sizes: dict[str, int] = {}
         for _ in range(rounds):
             for key, run in contenders.items():
+                cpu, server_cpu = time.process_time(), cpu_seconds(server_pid)
                 secs, size = run()
                 times[key].append(secs)
+                ours[key].append(time.process_time() - cpu)
+                theirs[key].append(cpu_seconds(server_pid) - server_cpu)
                 sizes[key] = size
         med = {k: statistics.median(v) for k, v in times.items()}
         stored, whole = sizes["b'"], med["b'"]
@@ -172,9 +181,11 @@ def compare(url: str, spec: FleetSpec, rounds: int, workdir: Path) -> None:
                   "b": f"(b) gpuinsight -> rows ready to load ({sizes['b']:,} gpu_samples rows)",
                   "b'": f"(b') gpuinsight collect into DuckDB ({stored:,} rows stored)",
                   "a": f"(a) prometheus-api-client + MetricRangeDataFrame ({sizes['a']:,} points)"}
+        print(f"    {'':<72} {'wall':>7}    {'rounds':<11} {'CPU: client':>11} {'server':>7}")
         for key in ("c", "b", "b'", "a"):
             spread = f"{min(times[key]):.2f}-{max(times[key]):.2f}"
-            print(f"    {labels[key]:<72} {med[key]:7.2f} s  (rounds {spread})")
+            print(f"    {labels[key]:<72} {med[key]:7.2f} s  {spread:<11} {statistics.median(ours[key]):9.2f} s "
+                  f"{statistics.median(theirs[key]):6.2f} s")
         print(f"    (b) vs (a): {med['a'] / med['b']:.1f}x faster (target >= 3x); (b) vs (c): "
               f"{med['b'] / med['c']:.2f}x the server's time (target <= 1.5x); (b') vs (c): "
               f"{whole / med['c']:.2f}x", flush=True)
@@ -237,8 +248,8 @@ def main() -> None:
     if a.rounds:
         print("speed: same server, same window, same range queries, same concurrency:", flush=True)
         fleet, spec = make_fleet(workdir, a.gpus, a.days)
-        with prometheus_server(fleet / "tsdb") as url:
-            compare(url, spec, a.rounds, workdir)
+        with prometheus_process(fleet / "tsdb") as (url, proc):
+            compare(url, proc.pid, spec, a.rounds, workdir)
     if a.mem_gpus:
         print("memory: whole collection in a fresh process (concurrent fetch + DuckDB load):", flush=True)
         fleet, spec = make_fleet(workdir, a.mem_gpus, a.mem_days)

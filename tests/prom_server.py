@@ -104,6 +104,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def prometheus_server(tsdb_dir: Path, *, lookback: str = "5m", timeout_s: float = 60.0) -> Iterator[str]:
     """Serve ``tsdb_dir`` with a real Prometheus on 127.0.0.1; yields the base URL."""
+    with prometheus_process(tsdb_dir, lookback=lookback, timeout_s=timeout_s) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def prometheus_process(tsdb_dir: Path, *, lookback: str = "5m",
+                       timeout_s: float = 60.0) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`prometheus_server`, also yielding the process (the benchmarks read its CPU time)."""
     _, prom = require_tools()
     config = tsdb_dir.parent / f"{tsdb_dir.name}-prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n", encoding="utf-8")
@@ -121,7 +129,7 @@ def prometheus_server(tsdb_dir: Path, *, lookback: str = "5m", timeout_s: float 
             )
         try:
             if _wait_ready(url, proc, timeout_s):
-                yield url
+                yield url, proc
                 return
         finally:
             proc.terminate()

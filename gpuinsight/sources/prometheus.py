@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import polars as pl
+
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.client import PromClient, partial_warnings
-from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
+from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm, series_identity
 from gpuinsight.sources.prom.frames import (
     Matrix,
     concat_series,
@@ -43,10 +45,11 @@ from gpuinsight.sources.prom.frames import (
 )
 from gpuinsight.sources.prom.promql import Matcher, Query
 from gpuinsight.sources.prom.store import get_state
-from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, load_series
+from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, ksm_rows, load_series
 from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
+Made = tuple[Matrix, pl.DataFrame]  # an answer, and its DCGM identities or its series frame
 CONTRACTS = (
     LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  lag=timedelta(minutes=10), description="dcgm-exporter, per-step avg/max"),
@@ -211,10 +214,15 @@ class PrometheusSource:
         return report
 
     def _batches(self, chunks: list[list[Query]], step: int) -> Iterator[SeriesBatch]:
-        """Fetch ahead concurrently; yield chunks strictly in time order."""
+        """Fetch ahead concurrently; yield chunks strictly in time order.
+
+        kube-state-metrics answers are asked first and made into pods and nodes (another
+        thread) while the DCGM answers of the chunk are still on the wire.
+        """
         # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
         pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
-        pending: deque[tuple[list[Query], list[Future[Matrix]]]] = deque()
+        ksm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-ksm")
+        pending: deque[tuple[list[Query], list[Future[Made]], Future[tuple[pl.DataFrame, ...]]]] = deque()
         todo = iter(chunks)
         held = False
         try:
@@ -224,25 +232,47 @@ class PrometheusSource:
                     qs = next(todo, None)
                     if qs is None:
                         break
-                    pending.append((qs, [pool.submit(self.client.query_range, q) for q in qs]))
+                    qs = [q for q in qs if not is_dcgm(q)] + [q for q in qs if is_dcgm(q)]
+                    futures = [pool.submit(self._fetch, q, step) for q in qs]
+                    ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
+                    pending.append((qs, futures, ksm))
                 if not pending:
                     return
-                qs, futures = pending.popleft()
-                answers = [(q, f.result()) for q, f in zip(qs, futures, strict=True)]
+                qs, futures, ksm = pending.popleft()
+                answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
                 del futures  # the answers live only until they are rows (not while those load)
-                start, end = from_epoch_s(round(qs[0].start) - step), from_epoch_s(round(qs[0].end))
+                start = from_epoch_s(round(min(q.start for q in qs)) - step)
+                end = from_epoch_s(round(max(q.end for q in qs)))
                 batch = self._batch(answers, step, start, end)
+                if batch.advance_cursor:  # a batch left out has nothing to load
+                    batch.series, batch.pods, batch.nodes = ksm.result()
+                del ksm
                 held = held or not batch.advance_cursor
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
         finally:
-            for _, futures in pending:
-                for f in futures:
+            for _, futures, ksm in pending:
+                for f in [*futures, ksm]:
                     f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+            ksm_pool.shutdown(wait=True, cancel_futures=True)
 
-    def _batch(self, answers: list[tuple[Query, Matrix]], step: int, start: datetime, end: datetime) -> SeriesBatch:
-        partial = partial_warnings([w for _, m in answers for w in m.warnings])
+    def _ksm(self, answers: list[Future[Made]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The chunk's kube-state-metrics series frame, and its pods and nodes rows."""
+        series = concat_series([f.result()[1] for f in answers])
+        return (series, *ksm_rows(series, self.cfg.cluster, SOURCE))
+
+    def _fetch(self, q: Query, step: int) -> tuple[Matrix, pl.DataFrame]:
+        """One answer, and what can be made of it alone: DCGM series identities, or the series
+        frame of a kube-state-metrics answer (in the fetch workers, while others are on the wire)."""
+        m = self.client.query_range(q)
+        if is_dcgm(q):
+            return m, series_identity(q, m, self.cfg.cluster, step)
+        return m, m.series_frame(q.metric, q.shift_s, q.keep)
+
+    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame]], step: int, start: datetime,
+               end: datetime) -> SeriesBatch:
+        partial = partial_warnings([w for _, m, _ in answers for w in m.warnings])
         window = f"{start.isoformat()}..{end.isoformat()}"
         if partial and not self.pcfg.allow_partial:
             self.refused.append(window)
@@ -250,13 +280,12 @@ class PrometheusSource:
                                notes=[f"partial answer for {window}, not loaded: {_brief(partial)}"])
         notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
         stats: dict[str, int] = {}
-        dcgm = [(q, m) for q, m in answers if is_dcgm(q)]
-        ksm = [(q, m) for q, m in answers if not is_dcgm(q)]
+        dcgm = [(q, m, made) for q, m, made in answers if is_dcgm(q)]
         answers.clear()
-        samples = dcgm_rows(dcgm, self.cfg.cluster, step, stats)
+        samples = dcgm_rows([(q, m) for q, m, _ in dcgm], self.cfg.cluster, step, stats,
+                            identities=[made for _, _, made in dcgm])
         del dcgm
-        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in ksm])
-        return SeriesBatch(series, step, start=start, end=end, notes=notes, samples=samples,
+        return SeriesBatch(empty_series(), step, start=start, end=end, notes=notes, samples=samples,
                            nonfinite_dropped=stats.get("nonfinite_dropped", 0))
 
 

@@ -197,8 +197,15 @@ class SeriesBatch:
     # into rows); ``series`` then holds only what the other tables need
     samples: pl.DataFrame | None = None
     nonfinite_dropped: int = 0
+    pods: pl.DataFrame | None = None  # likewise ksm_rows(series), if the caller made them
+    nodes: pl.DataFrame | None = None
     # False: the batch is not known complete (a partial answer), so the cursor stays put
     advance_cursor: bool = True
+
+
+def ksm_rows(series: pl.DataFrame, cluster: str, source: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``pods`` and ``nodes`` rows from a batch's kube-state-metrics series."""
+    return ksm_pods(series, cluster, source=source.split(":")[0]), ksm_nodes(series, cluster)
 
 
 def load_series(
@@ -260,8 +267,8 @@ def _load_one(
         samples = batch.samples
         stats["nonfinite_dropped"] = batch.nonfinite_dropped
     gpus = gpu_inventory(samples)
-    pods = ksm_pods(batch.series, cluster, source=source.split(":")[0])
-    nodes = ksm_nodes(batch.series, cluster)
+    pods, nodes = (batch.pods, batch.nodes) if batch.pods is not None and batch.nodes is not None else \
+        ksm_rows(batch.series, cluster, source)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)

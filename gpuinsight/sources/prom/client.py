@@ -115,6 +115,9 @@ class PromClient:
         self.headers = headers
         self.auth = auth
         self.in_flight = threading.BoundedSemaphore(max(1, pcfg.concurrency))
+        # One dict per distinct label set: the DCGM fields of a GPU share it, across queries
+        # and chunks (bounded; cleared when full).
+        self.label_sets: dict[tuple[frozenset[str] | None, bytes], dict[str, str]] = {}
         self.bytes_read = 0
         self.attempts_retried = 0
 
@@ -186,7 +189,9 @@ class PromClient:
 
     def decode_matrix(self, body: bytes, what: str, keep: frozenset[str] | None = None) -> Matrix:
         """The answer's matrix; ``keep``: the labels worth keeping (the rest is dropped on arrival)."""
-        fast = fast_matrix(body, keep)
+        if len(self.label_sets) > 200_000:
+            self.label_sets.clear()
+        fast = fast_matrix(body, keep, self.label_sets)
         if fast is not None:
             return fast
         doc = _json(body)
@@ -245,7 +250,9 @@ _POINTS = bytes.maketrans(b"]", b"\n")
 _VALUES_KEY = b'"values":['
 
 
-def fast_matrix(body: bytes, keep: frozenset[str] | None = None) -> Matrix | None:
+def fast_matrix(body: bytes, keep: frozenset[str] | None = None,
+                label_sets: dict[tuple[frozenset[str] | None, bytes], dict[str, str]] | None = None
+                ) -> Matrix | None:
     """The bulk path for a compact matrix answer, or None to decode it in full instead.
 
     In the compact JSON these servers write, an unescaped ``"values":[`` can only be the key
@@ -261,7 +268,7 @@ def fast_matrix(body: bytes, keep: frozenset[str] | None = None) -> Matrix | Non
     if head is None:
         return None
     view = memoryview(body)
-    labels: list[Any] = []
+    labels: list[Any] = []  # label dicts, shared with ``label_sets``: read, never changed
     segments: list[memoryview] = []  # the points arrays, as views: no copy of the body
     lens: list[int] = []
     after = head.end()  # just past the previous series' points
@@ -272,9 +279,15 @@ def fast_matrix(body: bytes, keep: frozenset[str] | None = None) -> Matrix | Non
             end = body.find(b"]]", start)
             if k < 0 or end < 0 or body[key - 1:key] != b"," or body[start:start + 1] != b"[":
                 return None
-            metric = orjson.loads(view[k + 10:key - 1])
-            labels.append(metric if keep is None or not isinstance(metric, dict) else
-                          {n: v for n, v in metric.items() if n in keep})
+            raw = body[k + 10:key - 1]
+            metric = label_sets.get((keep, raw)) if label_sets is not None else None
+            if metric is None:
+                metric = orjson.loads(raw)
+                if keep is not None and isinstance(metric, dict):
+                    metric = {n: v for n, v in metric.items() if n in keep}
+                if label_sets is not None:
+                    label_sets[keep, raw] = metric
+            labels.append(metric)
             segments.append(view[start:end + 1])
             lens.append(body.count(b"]", start, end + 1))
             after = end + 2

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from gpuinsight.sources.prom.frames import TS, Matrix, concat_series, eval_to_ts
+from gpuinsight.sources.prom.frames import TS, Matrix, eval_to_ts
 from gpuinsight.sources.prom.promql import Query
 from gpuinsight.sources.series import (
     MAX_COLUMNS,
@@ -45,15 +45,22 @@ def is_dcgm(q: Query) -> bool:
 
 
 def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int,
-              stats: dict[str, int] | None = None) -> pl.DataFrame:
+              stats: dict[str, int] | None = None, identities: Sequence[pl.DataFrame] | None = None
+              ) -> pl.DataFrame:
     """``gpu_samples`` rows from the DCGM answers of one chunk (any shards, any fields).
 
+    ``identities``: :func:`series_identity` of each answer, if already made (the collector
+    makes them in its fetch workers, while other answers are still on the wire).
     ``stats`` receives ``nonfinite_dropped`` like :func:`dcgm_samples`.
     """
-    answers = [(q, m) for q, m in answers if m.points]
+    if identities is None:
+        identities = [series_identity(q, m, cluster, step_s) for q, m in answers]
+    pairs = [(a, i) for a, i in zip(answers, identities, strict=True) if a[1].points]
+    answers = [a for a, _ in pairs]
     if not answers:
         return pl.DataFrame(schema=SAMPLE_COLUMNS)
-    series = _identity(answers, cluster, step_s)
+    offsets = np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]])
+    series = pl.concat([i.with_columns(pl.col("_g") + int(o)) for (_, i), o in zip(pairs, offsets, strict=True)])
     n_series = sum(len(m.labels) for _, m in answers)
 
     # per series (index g, in answer order): its key, and codes for the per-row reductions
@@ -101,14 +108,24 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     del vp
 
     frame = pl.DataFrame({"_k": (cells // len(times)).astype(np.uint32)}).join(
-        keys, on="_k", how="left", maintain_order="left").select(KEY)
+        keys, on="_k", how="left", maintain_order="left")
     frame = frame.with_columns(pl.Series("ts", times[cells % len(times)]).cast(TS))
     del cells
-    best = np.zeros(n_rows, dtype=np.int64)
-    np.maximum.at(best, row, container_of[gp])
-    frame = frame.with_columns(pl.Series("container", containers.gather(best)))
+    # The greatest container and the last non-null node / index / model / profile among a
+    # row's series. When every series of a key agrees on one (nearly always), it is the key's.
+    attrs = ["container", *_LAST_NON_NULL]
+    per_key = series.group_by("_k").agg(*[pl.col(c).first() for c in attrs],
+                                        *[(pl.col(c).n_unique() == 1).alias(f"_{c}") for c in attrs])
+    uniform = [c for c in attrs if per_key[f"_{c}"].all()]
+    frame = frame.join(per_key.select("_k", *uniform), on="_k", how="left", maintain_order="left")
+    if "container" not in uniform:
+        best = np.zeros(n_rows, dtype=np.int64)
+        np.maximum.at(best, row, container_of[gp])
+        frame = frame.with_columns(pl.Series("container", containers.gather(best)))
     last_any = None
     for c in _LAST_NON_NULL:  # the last series (in answer order) with the attribute gives it
+        if c in uniform:
+            continue
         has = series[c].is_not_null().to_numpy()
         if has.all():
             if last_any is None:
@@ -155,22 +172,21 @@ def _dense_rank(cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]
     return np.flatnonzero(seen), rank[cell]
 
 
-def _identity(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int) -> pl.DataFrame:
-    """``dcgm_samples`` identity columns for every series; ``_g`` = its index in answer order."""
-    frames = []
-    offset = 0
-    for q, m in answers:
-        n = len(m.labels)
-        frame = pl.DataFrame({
-            "metric": pl.Series([q.metric], dtype=pl.Utf8).new_from_index(0, n),
-            "ts": pl.Series(np.arange(offset, offset + n, dtype=np.int64)).cast(TS),  # a distinct instant each
-            "value": np.zeros(n),
-        })
-        labels = m.label_frame(q.keep)
-        frame = pl.concat([frame, labels], how="horizontal") if labels.width else frame
-        frames.append(frame.filter(pl.Series(m.lens > 0)))  # a series without points is no row
-        offset += n
-    rows = dcgm_samples(concat_series(frames), cluster, step_s)
+def series_identity(q: Query, m: Matrix, cluster: str, step_s: int) -> pl.DataFrame:
+    """``dcgm_samples``' identity columns for every series of one answer (``_g``: its index).
+
+    Each series enters as one sample at an instant of its own, so no two series merge: the
+    row ``dcgm_samples`` gives for it is its identity, or it refuses the series as it would.
+    """
+    n = len(m.labels)
+    frame = pl.DataFrame({
+        "metric": pl.Series([q.metric], dtype=pl.Utf8).new_from_index(0, n),
+        "ts": pl.Series(np.arange(n, dtype=np.int64)).cast(TS),
+        "value": np.zeros(n),
+    })
+    labels = m.label_frame(q.keep)
+    frame = pl.concat([frame, labels], how="horizontal") if labels.width else frame
+    rows = dcgm_samples(frame.filter(pl.Series(m.lens > 0)), cluster, step_s)  # no points: no row
     return rows.select(pl.col("ts").cast(pl.Int64).alias("_g"), *KEY, "container", *_LAST_NON_NULL)
 
 
