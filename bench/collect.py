@@ -64,8 +64,9 @@ def make_fleet(workdir: Path, gpus: int, days: float) -> tuple[Path, FleetSpec]:
     if not (out / "tsdb").is_dir():
         t = time.perf_counter()
         write_sample(out, spec, gzip=False)
-        # a 1,000-GPU week is ~10 GB of text: promtool needs ~4 min and ~10 GB RSS for it
-        backfill(out / "metrics.om", out / "tsdb", timeout_s=3 * 3600)
+        # a 1,000-GPU week is ~10 GB of text; promtool reads it once per block window, so
+        # 3-day blocks instead of its 2-hour default
+        backfill(out / "metrics.om", out / "tsdb", timeout_s=6 * 3600, max_block_duration="72h")
         (out / "metrics.om").unlink(missing_ok=True)  # the TSDB is all the server needs
         print(f"  built {spec.gpu_count} GPUs x {days:g} d fleet in {time.perf_counter() - t:.0f} s", flush=True)
     return out, spec

@@ -222,7 +222,7 @@ class PrometheusSource:
         # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
         pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
         ksm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-ksm")
-        pending: deque[tuple[list[Query], list[Future[Made]], Future[tuple[pl.DataFrame, ...]]]] = deque()
+        pending: deque[tuple[list[Query], list[Future[Made]]]] = deque()
         todo = iter(chunks)
         held = False
         try:
@@ -233,12 +233,13 @@ class PrometheusSource:
                     if qs is None:
                         break
                     qs = [q for q in qs if not is_dcgm(q)] + [q for q in qs if is_dcgm(q)]
-                    futures = [pool.submit(self._fetch, q, step) for q in qs]
-                    ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
-                    pending.append((qs, futures, ksm))
+                    pending.append((qs, [pool.submit(self._fetch, q, step) for q in qs]))
                 if not pending:
                     return
-                qs, futures, ksm = pending.popleft()
+                qs, futures = pending.popleft()
+                # pods and nodes while the DCGM answers arrive (not earlier: one chunk's
+                # transforms at a time bounds the memory)
+                ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
                 answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
                 del futures  # the answers live only until they are rows (not while those load)
                 start = from_epoch_s(round(min(q.start for q in qs)) - step)
@@ -251,8 +252,8 @@ class PrometheusSource:
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
         finally:
-            for _, futures, ksm in pending:
-                for f in [*futures, ksm]:
+            for _, futures in pending:
+                for f in futures:
                     f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
             ksm_pool.shutdown(wait=True, cancel_futures=True)

@@ -115,8 +115,9 @@ class PromClient:
         self.headers = headers
         self.auth = auth
         self.in_flight = threading.BoundedSemaphore(max(1, pcfg.concurrency))
-        # One dict per distinct label set: the DCGM fields of a GPU share it, across queries
-        # and chunks (bounded; cleared when full).
+        # One dict per distinct kept label set: the DCGM fields of a GPU share it, across
+        # queries and chunks (bounded; cleared when full). Answers that keep every label
+        # (kube-state-metrics: a different set per metric, per pod) do not use it.
         self.label_sets: dict[tuple[frozenset[str] | None, bytes], dict[str, str]] = {}
         self.bytes_read = 0
         self.attempts_retried = 0
@@ -189,9 +190,9 @@ class PromClient:
 
     def decode_matrix(self, body: bytes, what: str, keep: frozenset[str] | None = None) -> Matrix:
         """The answer's matrix; ``keep``: the labels worth keeping (the rest is dropped on arrival)."""
-        if len(self.label_sets) > 200_000:
+        if len(self.label_sets) > 50_000:
             self.label_sets.clear()
-        fast = fast_matrix(body, keep, self.label_sets)
+        fast = fast_matrix(body, keep, self.label_sets if keep is not None else None)
         if fast is not None:
             return fast
         doc = _json(body)
