@@ -69,7 +69,8 @@ class PrometheusSource:
     ``matchers`` are extra label equality matchers put on every selector (e.g. the
     ``cluster`` external label of a Thanos/Mimir holding several clusters); they are quoted,
     never pasted. ``points_per_batch`` / ``points_per_query`` bound memory per transaction
-    and per HTTP answer.
+    and per HTTP answer (the collector's peak memory follows ``points_per_batch``, not the
+    fleet: docs/performance.md).
     """
 
     def __init__(
@@ -77,7 +78,7 @@ class PrometheusSource:
         cfg: Config,
         *,
         matchers: dict[str, str] | None = None,
-        points_per_batch: int = 1_500_000,
+        points_per_batch: int = 750_000,
         points_per_query: int = 1_000_000,
         lag: timedelta = CONTRACTS[0].lag,
         on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
@@ -242,12 +243,14 @@ class PrometheusSource:
                 ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
                 answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
                 del futures  # the answers live only until they are rows (not while those load)
+                ksm_rows_made = ksm.result()  # before the DCGM rows: one transform at a time
+                del ksm
                 start = from_epoch_s(round(min(q.start for q in qs)) - step)
                 end = from_epoch_s(round(max(q.end for q in qs)))
                 batch = self._batch(answers, step, start, end)
                 if batch.advance_cursor:  # a batch left out has nothing to load
-                    batch.series, batch.pods, batch.nodes = ksm.result()
-                del ksm
+                    batch.series, batch.pods, batch.nodes = ksm_rows_made
+                del ksm_rows_made
                 held = held or not batch.advance_cursor
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
@@ -267,9 +270,9 @@ class PrometheusSource:
         """One answer, and what can be made of it alone: DCGM series identities, or the series
         frame of a kube-state-metrics answer (in the fetch workers, while others are on the wire)."""
         m = self.client.query_range(q)
-        if is_dcgm(q):
-            return m, series_identity(q, m, self.cfg.cluster, step)
-        return m, m.series_frame(q.metric, q.shift_s, q.keep)
+        made = series_identity(q, m, self.cfg.cluster, step) if is_dcgm(q) else \
+            m.series_frame(q.metric, q.shift_s, q.keep)
+        return m.without_labels(), made  # the labels are in ``made`` now
 
     def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame]], step: int, start: datetime,
                end: datetime) -> SeriesBatch:

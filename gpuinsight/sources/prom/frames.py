@@ -44,6 +44,10 @@ class Matrix:
     def points(self) -> int:
         return len(self.ts)
 
+    def without_labels(self) -> Matrix:
+        """The same points and warnings, the label sets dropped (kept: how many series)."""
+        return Matrix([{}] * len(self.labels), self.lens, self.ts, self.values, self.warnings)
+
     def series_index(self) -> np.ndarray:
         """The series (index into ``labels``) of every point."""
         return np.repeat(np.arange(len(self.labels), dtype=np.uint32), self.lens)
