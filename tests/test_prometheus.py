@@ -100,6 +100,25 @@ def test_rerun_is_idempotent_and_cursor_is_incremental(prom_small: str, referenc
         assert counts(wh) == reference
 
 
+def test_duckdb_memory_is_capped_while_collecting_then_restored(prom_small: str, tmp_path: Path) -> None:
+    cfg = cfg_for(tmp_path, prom_small)
+    with Warehouse(cfg.db_path) as wh:
+        def limit() -> str:
+            return str(wh.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+        seen: list[str] = []
+        src = PrometheusSource(cfg, on_commit=lambda batch, rows: seen.append(limit()))
+        default = limit()
+        src.collect(wh, T0, T0 + timedelta(hours=1), 300)
+        assert seen == ["244.1 MiB"] and limit() == default  # 256 MB while loading; the default after
+        for chosen in ("3GB", "100MB"):  # a limit someone set survives collections (a lower one is kept)
+            wh.con.execute(f"SET memory_limit='{chosen}'")
+            before = limit()
+            for _ in range(3):
+                src.collect(wh, T0, T0 + timedelta(hours=1), 300)
+            assert limit() == before and seen[-1] == ("244.1 MiB" if chosen == "3GB" else before)
+
+
 def test_raw_mode_and_sharding_give_the_same_allocation(prom_small: str, small_fleet: SmallFleet,
                                                         tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, prom_small, concurrency=3)

@@ -44,7 +44,7 @@ from gpuinsight.sources.prom.frames import (
     to_naive_utc,
 )
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.prom.store import get_state
+from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state
 from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, ksm_rows, load_series
 from gpuinsight.warehouse.db import Warehouse
 
@@ -61,6 +61,9 @@ DEFAULT_LOOKBACK = timedelta(days=7)
 MIN_STEPS_PER_CHUNK = 12
 EPS_S = 0.001
 MAX_SHARDS = 16
+# DuckDB's memory while chunks stream in (docs/performance.md): its block cache would
+# otherwise grow with the table being appended to.
+DUCKDB_MEMORY = "256MB"
 
 
 class PrometheusSource:
@@ -197,8 +200,9 @@ class PrometheusSource:
         self.refused, self.plan_notes = [], []
         chunks = self.plan(t0, t1, step, raw)
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
-        report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
-                             window=window, details=details, on_commit=self.on_commit)
+        with duckdb_memory_capped(wh, DUCKDB_MEMORY):
+            report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
+                                 window=window, details=details, on_commit=self.on_commit)
         report.notes[:0] = self.plan_notes
         if self.refused:
             state = get_state(wh, SOURCE, self.scope) or {}
