@@ -1,23 +1,53 @@
-"""Build a warehouse straight from a generated fleet (no text parsing): for benchmarks.
+"""A generated fleet as files, and its load into a warehouse: the common input of the benchmarks.
 
-Samples come from ``gpu_sample_frames`` in the ``gpu_samples`` shape; nodes and pods are
-mapped from the fleet's own tables the way the collectors would store them.
+``write_fleet_files`` turns the sample generator's fleet (``gpuinsight.sample``: the realistic
+mix of training, inference, notebooks, dev services, batch and nightly Volcano jobs, MIG, spot)
+into the files a benchmark starts from, so every contender reads the same bytes:
+
+* ``samples/part-NNNN.parquet``: DCGM samples in the ``gpu_samples`` shape, one file per day;
+* ``inventory/{nodes,pods,prices}.parquet``: nodes, the full pod history (every incarnation,
+  as a Prometheus collection of kube-state-metrics stores it) and the price catalog, in the
+  warehouse's table shapes;
+* ``kubectl/*.json``: the end-of-window ``kubectl get -o json`` dumps the generator writes,
+  Volcano Queues, PodGroups and Jobs, Karpenter NodePools and PDBs included, so the spot and
+  queue rules have their inputs.
+
+A ``manifest.json`` records what was generated; a folder whose manifest matches is reused.
+``load_fleet`` loads those files through the product's own paths: the warehouse's ``merge``
+for the inventory, each day's samples appended (or merged by the collectors' natural key) with
+the hourly rollup of its hours rebuilt in the same transaction (what a collector does as
+samples arrive), and the kubectl dump loader.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-import gpuinsight as gi
 from gpuinsight.gpumodels import canonical_gpu_model
-from gpuinsight.sample import FleetSpec, build_fleet, gpu_sample_frames
+from gpuinsight.sample import FleetSpec, build_fleet, gpu_sample_frames, write_kubectl_dumps
 from gpuinsight.sample.fleet import Fleet
 from gpuinsight.sample.spec import INSTANCE_TYPES, SPOT_PRICE_FRACTION
+
+if TYPE_CHECKING:
+    from gpuinsight.api import GpuInsight
+
+FORMAT = 2  # bump when the files' shape changes, so cached folders are rebuilt
+
+
+def add_fleet_args(ap: argparse.ArgumentParser, *, gpus: int, days: float, interval: int) -> None:
+    """The options every bench takes to choose (and cache) its generated fleet."""
+    ap.add_argument("--gpus", type=int, default=gpus)
+    ap.add_argument("--days", type=float, default=days)
+    ap.add_argument("--interval", type=int, default=interval, help="sample step in seconds")
+    ap.add_argument("--workdir", type=Path, help="keep the generated fleet here (reused when it matches)")
 
 
 def _ts(col: str) -> pl.Expr:
@@ -78,48 +108,163 @@ def price_rows() -> pl.DataFrame:
     ])
 
 
-def build_warehouse(db: Path, gpus: int, days: float, interval_s: int, *, seed: int = 7,
-                    parquet_dir: Path | None = None) -> dict[str, float]:
-    """Fill ``db`` with a fleet of about ``gpus`` GPUs; optionally also write the samples as Parquet."""
+@dataclass(frozen=True)
+class FleetFiles:
+    root: Path
+    meta: dict
+
+    @property
+    def samples(self) -> list[Path]:
+        return sorted((self.root / "samples").glob("part-*.parquet"))
+
+    def inventory(self, table: str) -> Path:
+        return self.root / "inventory" / f"{table}.parquet"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.root / "kubectl"
+
+    @property
+    def sample_rows(self) -> int:
+        return int(self.meta["sample_rows"])
+
+    @property
+    def gpus(self) -> int:
+        return int(self.meta["gpus"])
+
+
+def write_fleet_files(root: Path, gpus: int, days: float, interval_s: int, *, seed: int = 7,
+                      dumps: bool = True, log: bool = False) -> FleetFiles:
+    """Generate the fleet into ``root`` (reused when its manifest says it is this fleet)."""
+    want = {"format": FORMAT, "gpus_asked": gpus, "days": days, "interval_s": interval_s, "seed": seed,
+            "dumps": dumps}
+    manifest = root / "manifest.json"
+    if manifest.is_file():
+        meta = json.loads(manifest.read_text())
+        same = all(meta.get(k) == v for k, v in want.items() if k != "dumps")
+        if same and (meta.get("dumps") or not dumps):  # a fleet with dumps serves one without
+            return FleetFiles(root, meta)
     t0 = time.perf_counter()
     spec = FleetSpec.for_gpus(gpus, days=days, interval_s=interval_s, seed=seed)
     fleet = build_fleet(spec)
-    cluster = spec.cluster
+    for sub in ("samples", "inventory"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        for old in (root / sub).glob("*.parquet"):
+            old.unlink()
+    node_rows(fleet, spec.cluster).write_parquet(root / "inventory" / "nodes.parquet")
+    pod_rows(fleet, spec.cluster).write_parquet(root / "inventory" / "pods.parquet")
+    price_rows().write_parquet(root / "inventory" / "prices.parquet")
+    if dumps:
+        write_kubectl_dumps(fleet, root / "kubectl")
     rows = 0
-    with gi.open(db) as g:
-        with g.wh.transaction() as con:
-            g.wh.merge("nodes", node_rows(fleet, cluster), ["cluster", "node"], con=con)
-            g.wh.merge("pods", pod_rows(fleet, cluster), ["cluster", "uid"], con=con)
-            g.wh.merge("prices", price_rows(), ["catalog", "instance_type", "gpu_model"], con=con)
-        for i, frame in enumerate(gpu_sample_frames(fleet, chunk_hours=24)):
-            if parquet_dir is not None:
-                parquet_dir.mkdir(parents=True, exist_ok=True)
-                frame.write_parquet(parquet_dir / f"samples-{i:04d}.parquet")
-            g.wh.con.register("_frame", frame.to_arrow())
-            g.wh.con.execute("INSERT INTO gpu_samples SELECT * FROM _frame")
-            g.wh.con.unregister("_frame")
-            rows += frame.height
-        loaded = time.perf_counter()
-        from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+    for i, frame in enumerate(gpu_sample_frames(fleet, chunk_hours=24)):
+        frame.write_parquet(root / "samples" / f"part-{i:04d}.parquet", row_group_size=500_000)
+        rows += frame.height
+        if log:
+            print(f"  generated day {i + 1}/{-(-spec.steps * interval_s // 86400)}: {rows:,} sample rows "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    meta = {**want, "gpus": int(fleet.nodes["gpu_count"].sum()), "cluster": spec.cluster, "sample_rows": rows,
+            "pods": fleet.pods.height, "nodes": fleet.nodes.height, "workloads": fleet.workloads.height,
+            "generate_s": round(time.perf_counter() - t0, 1)}
+    manifest.write_text(json.dumps(meta, indent=1))
+    return FleetFiles(root, meta)
 
+
+def load_inventory(g: GpuInsight, files: FleetFiles) -> dict[str, int]:
+    """Nodes, pod history and prices, atomically (the warehouse's natural-key merge)."""
+    rows = {}
+    keys = {"nodes": ["cluster", "node"], "pods": ["cluster", "uid"],
+            "prices": ["catalog", "instance_type", "gpu_model"]}
+    with g.wh.transaction() as con:
+        for table, key in keys.items():
+            rows[table] = g.wh.merge(table, pl.read_parquet(files.inventory(table)), key, con=con)
+    return rows
+
+
+def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None,
+                 cpu: dict[str, float] | None = None) -> dict[str, int]:
+    """Each day's samples in one transaction with the hourly rollup of its hours (as they arrive).
+
+    ``append`` inserts the Parquet file as it is (a bulk import of clean files into a new
+    warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
+    (de-duplicated, idempotent: what ``collect`` does with every batch). ``cpu`` collects the
+    process CPU seconds spent storing samples and rolling them up.
+    """
+    import resource
+
+    def cpu_now() -> float:
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime
+
+    spent = cpu if cpu is not None else {}
+    from gpuinsight.sources.series import SAMPLE_KEY
+    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+
+    rows = {"gpu_samples": 0, "gpu_hourly": 0}
+    for path in files.samples:
+        c0 = cpu_now()
         with g.wh.transaction() as con:
-            bounds = g.sql("SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples")
-            rebuild_gpu_hourly(con, bounds.rename({"lo": "ts"}).select("ts").vstack(
-                bounds.rename({"hi": "ts"}).select("ts")))
-        rolled = time.perf_counter()
+            if mode == "merge":
+                frame = pl.read_parquet(path)
+                rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con,
+                                                  replace_on=SAMPLE_KEY[:4])
+                span = frame.select("cluster", "ts").unique()
+                del frame
+            else:
+                con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+                span = con.sql("SELECT cluster, min(ts) AS lo, max(ts) AS hi, count(*) AS n FROM read_parquet(?) "
+                               "GROUP BY cluster", params=[str(path)]).pl()
+                rows["gpu_samples"] += int(span["n"].sum())
+                span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
+            c1 = cpu_now()
+            rows["gpu_hourly"] += rebuild_gpu_hourly(con, span)
+            c2 = cpu_now()
+        # storing = inserting + committing (the commit writes the data); the rollup is the rest
+        spent["store"] = spent.get("store", 0.0) + (c1 - c0) + (cpu_now() - c2)
+        spent["rollup"] = spent.get("rollup", 0.0) + c2 - c1
+        if on_batch is not None:
+            on_batch(path, rows)
+    return rows
+
+
+def load_fleet(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None) -> dict[str, int]:
+    """Everything, in the order a real collection runs: inventory, samples, then the kubectl dumps."""
+    from gpuinsight.sources.kubernetes import load_dump_dir
+
+    rows = load_inventory(g, files)
+    rows.update(load_samples(g, files, mode=mode, on_batch=on_batch))
+    if files.kubectl.is_dir():
+        report = load_dump_dir(g.wh, g.config, files.kubectl)
+        for table, n in report.rows.items():
+            rows[f"kubectl:{table}"] = n
+    return rows
+
+
+def open_for(db: Path, files: FleetFiles) -> GpuInsight:
+    """Open (creating) a warehouse whose configured cluster is the fleet's (the dumps load into it)."""
+    import gpuinsight as gi
+    from gpuinsight.config import Config
+
+    return gi.open(db, config=Config.from_env(db, cluster=files.meta["cluster"]))
+
+
+def build_warehouse(db: Path, files: FleetFiles) -> dict[str, float]:
+    """Load ``files`` into a new warehouse at ``db`` and build the models; returns timings."""
+    t0 = time.perf_counter()
+    with open_for(db, files) as g:
+        rows = load_fleet(g, files)
+        loaded = time.perf_counter()
         g.refresh()
         refreshed = time.perf_counter()
-    return {"gpus": float(fleet.nodes["gpu_count"].sum()), "rows": float(rows), "load_s": loaded - t0,
-            "rollup_s": rolled - loaded, "refresh_s": refreshed - rolled}
+    return {"rows": float(rows["gpu_samples"]), "load_s": loaded - t0, "refresh_s": refreshed - loaded}
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--db", type=Path, required=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the fleet's files")
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--interval", type=int, default=300)
     a = ap.parse_args()
-    print(json.dumps(build_warehouse(a.db, a.gpus, a.days, a.interval)))
+    f = write_fleet_files(a.out, a.gpus, a.days, a.interval, log=True)
+    print(json.dumps(f.meta))

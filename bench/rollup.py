@@ -1,22 +1,41 @@
-"""Rollup benchmark: waste_breakdown + workload_gpu_profile, DuckDB vs pandas, side by side.
+"""Rollups and models from raw samples, DuckDB (the product) vs pandas, like for like.
 
-One run: generate a fleet (default 1,000 GPUs x 30 days at 1-minute samples, ~43 M rows),
-write its samples as Parquet and a warehouse, then in two child processes (so each peak RSS
-is its own) compute the same figures:
+Both sides start from the SAME Parquet files (a generated fleet: one file of DCGM samples per
+day, plus nodes, the pod history and the price catalog; ``bench/fleet_warehouse.py``) and
+produce the SAME three results, which the script checks equal after the run:
 
-* DuckDB: rebuild the hourly rollup, refresh the materialized models, run
-  ``waste_breakdown(by=namespace)`` and ``workload_gpu_profile``;
-* pandas: the same computation on DataFrames read from the same Parquet files (only the
-  columns it needs, strings as categoricals, to give pandas its best chance).
+1. the hourly rollup per GPU (or MIG instance) and holder pod (``gpu_hourly``);
+2. the waste breakdown by namespace: used / idle / underused / unallocated / unmeasured, in
+   dollars and GPU-hours (``waste_breakdown(by=namespace)``);
+3. the per-workload profile: GPU-hours, cost, samples, GR mean / p50 / p95 / p99 / max, SM
+   mean / p95 / p99 / max, framebuffer p95 / p99 / max, GPU memory, active fraction
+   (the matching columns of ``workload_gpu_profile``).
 
-Prints wall time, peak RSS, rows/s and the ratio, and checks the two agree.
-    python bench/rollup.py [--gpus 1000] [--days 30] [--interval 60]
+Each side's whole work is inside its timing, from reading the files to holding the results:
+
+* DuckDB: create a warehouse, load each day's Parquet file and roll its hours up in the same
+  transaction (as a collector does while samples arrive), rebuild every materialized model
+  (node-hours, pod allocations, allocation-hours, waste-hours, placement), run the two SQL
+  models. The product's models compute more than is compared (modes, diurnal swing, pod
+  runtimes, placement), so the comparison leans in pandas' favour.
+* pandas: read the same files (only the columns it needs, key strings as categoricals straight
+  from Parquet's dictionaries, to give it its best chance), then the same chain: hourly rollup,
+  analysis window, node-hours with prices, pod allocations, allocation-hours, waste buckets,
+  per-workload statistics. Everything it computes is part of a compared result.
+
+Each side runs in its own child process (so each peak RSS is its own), twice: with the default
+threads (DuckDB's ``threads`` setting, which defaults to the core count; pandas computes on one
+thread, its Parquet reader (pyarrow) uses the core count) and single-threaded (``SET threads=1``
+for DuckDB, with polars limited to one thread; pyarrow limited to one thread for pandas).
+
+    python bench/rollup.py [--gpus 1000] [--days 30] [--interval 60] [--workdir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -27,124 +46,355 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+PROFILE_COLS = ["gpu_hours", "cost_usd", "samples", "gr_mean", "gr_p50", "gr_p95", "gr_p99", "gr_max", "sm_mean",
+                "sm_p95", "sm_p99", "sm_max", "fb_p95_mib", "fb_p99_mib", "fb_max_mib", "gpu_memory_mib",
+                "active_fraction"]
+HOURLY_KEY = ["cluster", "hour", "gpu_uuid", "mig_instance", "namespace", "pod"]
+HOURLY_COLS = ["samples", "covered_s", "gr_active_avg", "gr_active_max", "sm_active_avg", "sm_active_max",
+               "gpu_util_avg", "fb_used_avg_mib", "fb_used_max_mib", "fb_free_min_mib", "power_avg_w"]
+WASTE_COLS = ["used_usd", "idle_usd", "underused_usd", "unallocated_usd", "unmeasured_usd", "total_usd",
+              "used_gpu_hours", "idle_gpu_hours", "underused_gpu_hours", "unallocated_gpu_hours",
+              "unmeasured_gpu_hours", "gpu_hours"]
 
-def run_duckdb(db: Path) -> dict:
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_s() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+# ------------------------------------------------------------------------------------ DuckDB
+def run_duckdb(files_root: Path, out: Path, threads: int | None) -> dict:
     import gpuinsight as gi
-    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+    from bench.fleet_warehouse import FleetFiles, load_inventory, load_samples
 
-    with gi.open(db) as g:
-        t0 = time.perf_counter()
-        with g.wh.transaction() as con:
-            bounds = g.sql("SELECT min(ts) AS ts FROM gpu_samples UNION ALL SELECT max(ts) FROM gpu_samples")
-            rebuild_gpu_hourly(con, bounds)
-        g.refresh()
-        waste = g.query("waste_breakdown", by="namespace")
-        prof = g.query("workload_gpu_profile")
-        took = time.perf_counter() - t0
-        rows = g.wh.count("gpu_samples")
-    return {"engine": "duckdb", "seconds": took, "rows": rows,
-            "waste": {r["group"]: r["total_usd"] for r in waste.to_dicts()},
-            "idle": {r["group"]: r["idle_usd"] or 0.0 for r in waste.to_dicts()},
-            "p95": {f"{r['namespace']}/{r['workload']}": r["gr_p95"] for r in prof.to_dicts()},
-            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
+    db = out / "bench.duckdb"
+    t0, c0 = time.perf_counter(), _cpu_s()
+    g = gi.open(db)
+    if threads:
+        g.wh.con.execute(f"SET threads = {int(threads)}")
+    used_threads = g.wh.con.execute("SELECT current_setting('threads')").fetchone()[0]
+    load_inventory(g, files)
+    phases = {"inventory": time.perf_counter() - t0}
+    split: dict[str, float] = {}
+    load_samples(g, files, mode="append", cpu=split)
+    phases["load+rollup"] = time.perf_counter() - t0 - sum(phases.values())
+    c_models = _cpu_s()
+    g.refresh()
+    phases["models"] = time.perf_counter() - t0 - sum(phases.values())
+    waste = g.query("waste_breakdown", by="namespace")
+    profile = g.query("workload_gpu_profile")
+    hourly = g.sql("SELECT * FROM gpu_hourly")
+    phases["queries"] = time.perf_counter() - t0 - sum(phases.values())
+    took, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    # the computation, without storing the samples: rollup + models + queries
+    compute_cpu = split.get("rollup", 0.0) + _cpu_s() - c_models
+    rows = g.wh.count("gpu_samples")
+    g.close()
+    # outside the timing: hand the results to the parent for the comparison
+    waste.rename({"group": "namespace"}).select("namespace", *WASTE_COLS).write_parquet(out / "waste.parquet")
+    profile.select("cluster", "namespace", "workload_kind", "workload", *PROFILE_COLS).write_parquet(
+        out / "profile.parquet")
+    hourly.select(*HOURLY_KEY, *HOURLY_COLS).write_parquet(out / "hourly.parquet")
+    return {"engine": "duckdb", "seconds": took, "cpu_s": cpu, "compute_cpu_s": compute_cpu,
+            "store_cpu_s": split.get("store", 0.0), "rows": rows, "threads": f"DuckDB threads={used_threads}",
+            "phases": phases, "maxrss_mb": _peak_mb()}
 
 
-def run_pandas(db: Path, parquet: Path) -> dict:
-    import duckdb
+# ------------------------------------------------------------------------------------ pandas
+def run_pandas(files_root: Path, out: Path, threads: int | None) -> dict:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench.fleet_warehouse import FleetFiles
+
+    if threads:
+        pa.set_cpu_count(threads)
+        pa.set_io_thread_count(threads)
+    files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
+    t0, c0 = time.perf_counter(), _cpu_s()
+    keys = ["cluster", "gpu_uuid", "namespace", "pod", "node", "model_name"]
+    cols = [*keys, "ts", "mig_instance", "gr_active", "gr_active_max", "sm_active", "sm_active_max", "gpu_util",
+            "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w", "step_s"]
+    # read_dictionary: key strings arrive as categoricals without materialising Python strings
+    tables = [pq.read_table(str(p), columns=cols, read_dictionary=keys) for p in files.samples]
+    s = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries().to_pandas()
+    del tables
+    inv = {t: pd.read_parquet(files.inventory(t)) for t in ("nodes", "pods", "prices")}
+    phases = {"read": time.perf_counter() - t0}
+    c_compute = _cpu_s()
+
+    # 1. hourly rollup: step-weighted means (NULL values skip their weights), maxima, covered_s
+    s["hour"] = s["ts"].dt.floor("h")
+    step = s["step_s"].astype("float64")
+    wcols = {"gr_active": "gr_active_avg", "sm_active": "sm_active_avg", "gpu_util": "gpu_util_avg",
+             "fb_used_mib": "fb_used_avg_mib", "power_w": "power_avg_w"}
+    agg_in = {}
+    for c, name in wcols.items():
+        v = s[c]
+        agg_in[f"{name}__num"] = v * step
+        agg_in[f"{name}__den"] = step.where(v.notna())
+    work = pd.DataFrame({k: s[k] for k in HOURLY_KEY if k != "hour"} | {"hour": s["hour"]} | agg_in | {
+        "step": step, "gr_active_max": s["gr_active_max"], "sm_active_max": s["sm_active_max"],
+        "fb_used_max_mib": s["fb_used_max_mib"], "fb_free_min_mib": s["fb_free_mib"]})
+    grp = work.groupby(HOURLY_KEY, observed=True, sort=False)
+    sums = grp[[*agg_in, "step"]].sum(min_count=1)
+    hourly = pd.DataFrame({
+        "samples": grp.size(),
+        "covered_s": sums["step"].clip(upper=3600.0),
+        "gr_active_max": grp["gr_active_max"].max(), "sm_active_max": grp["sm_active_max"].max(),
+        "fb_used_max_mib": grp["fb_used_max_mib"].max(), "fb_free_min_mib": grp["fb_free_min_mib"].min(),
+    })
+    for name in wcols.values():
+        hourly[name] = sums[f"{name}__num"] / sums[f"{name}__den"]
+    hourly = hourly.reset_index()
+    del work, agg_in, sums, grp
+    phases["rollup"] = time.perf_counter() - t0 - sum(phases.values())
+
+    # 2. analysis window, node-hours with prices
+    w = s.groupby("cluster", observed=True).agg(t0=("ts", "min"), step=("step_s", "max"))
+    w["t1"] = (s["ts"] + pd.to_timedelta(s["step_s"], unit="s")).groupby(s["cluster"], observed=True).max()
+    w = w.reset_index()
+    w["cluster"] = w["cluster"].astype(str)
+    prices = inv["prices"].sort_values("loaded_at", ascending=False)
+    catalog = prices["catalog"].iloc[0]
+    prices = prices[prices["catalog"] == catalog]
+    n = inv["nodes"]
+    n = n[n["gpu_count"].fillna(0) > 0].merge(w, on="cluster")
+    n["a"] = np.maximum(n["first_seen"].fillna(n["t0"]), n["t0"])
+    n["b"] = np.minimum((n["last_seen"] + pd.to_timedelta(n["step"], unit="s")).fillna(n["t1"]), n["t1"])
+    n = n[n["b"] > n["a"]]
+    nh = _explode_hours(n, "a", "b")
+    by_type = prices[prices["instance_type"] != ""].set_index("instance_type")
+    per_gpu = prices[(prices["instance_type"] == "") & (prices["gpu_count"] > 0)].set_index("gpu_model")
+    od = nh["instance_type"].map(by_type["on_demand_usd_per_hour"]).fillna(
+        nh["gpu_model"].map(per_gpu["on_demand_usd_per_hour"] / per_gpu["gpu_count"]) * nh["gpu_count"])
+    spot = nh["instance_type"].map(by_type["spot_usd_per_hour"]).fillna(
+        nh["gpu_model"].map(per_gpu["spot_usd_per_hour"] / per_gpu["gpu_count"]) * nh["gpu_count"])
+    nh["usd_per_hour"] = np.where(nh["capacity_type"] == "spot", spot, od)
+    nh["cost_usd"] = nh["usd_per_hour"] * nh["covered_s"] / 3600.0
+    nh["gpu_hours"] = nh["gpu_count"] * nh["covered_s"] / 3600.0
+
+    # 3. pod allocations, clipped to the window
+    p = inv["pods"]
+    p = p[p["node"].fillna("").ne("") & (p["gpu_request"].fillna(0) + p["mig_request"].fillna(0) > 0)]
+    p = p.merge(w, on="cluster")
+    win_end, step_td = p["t1"], pd.to_timedelta(p["step"], unit="s")
+    alive = p["last_seen"] >= win_end - 2 * step_td
+    t_end = p["finished"].fillna(win_end.where(alive)).fillna(p["last_seen"] + step_td).fillna(win_end)
+    t_start = p["started"].fillna(p["scheduled"]).fillna(p["created"])
+    slices = pd.to_numeric(p["mig_profile"].str.extract(r"^(\d+)g", expand=False), errors="coerce").fillna(1)
+    pa_ = pd.DataFrame({
+        "cluster": p["cluster"], "uid": p["uid"], "namespace": p["namespace"], "pod": p["name"],
+        "workload_kind": p["workload_kind"].fillna("Pod"), "workload": p["workload"].fillna(p["name"]),
+        "node": p["node"],
+        "gpus": p["gpu_request"].fillna(0) + p["mig_request"].fillna(0) * slices / 7.0,
+        "start_ts": np.maximum(t_start, p["t0"]), "end_ts": np.minimum(t_end, win_end),
+    })
+    pa_ = pa_[pa_["end_ts"] > pa_["start_ts"]]
+
+    # 4. allocation-hours joined to what DCGM measured on the pod's GPUs that hour
+    ah = _explode_hours(pa_, "start_ts", "end_ts")
+    ah["gpu_hours"] = ah["gpus"] * ah["covered_s"] / 3600.0
+    held = hourly[hourly["pod"] != ""]
+    u = pd.DataFrame({"cluster": held["cluster"].astype(str), "hour": held["hour"],
+                      "namespace": held["namespace"].astype(str), "pod": held["pod"].astype(str),
+                      "num": held["gr_active_avg"] * held["covered_s"], "den": held["covered_s"]})
+    u = u.groupby(["cluster", "hour", "namespace", "pod"], sort=False).sum(min_count=1).reset_index()
+    u["gr"] = u["num"] / u["den"].where(u["den"] != 0)
+    ah = ah.merge(u[["cluster", "hour", "namespace", "pod", "gr"]], on=["cluster", "hour", "namespace", "pod"],
+                  how="left")
+    ah = ah.merge(nh[["cluster", "node", "hour", "usd_per_hour", "gpu_count", "gpu_hours", "cost_usd"]]
+                  .rename(columns={"gpu_hours": "node_gh"}), on=["cluster", "node", "hour"], how="left")
+    ah["list_usd"] = ah["gpu_hours"] * ah["usd_per_hour"] / ah["gpu_count"].where(ah["gpu_count"] != 0)
+
+    # 5. waste buckets per node-hour, summed by namespace
+    tot = ah.groupby(["cluster", "node", "hour"], sort=False)["gpu_hours"].sum().rename("alloc_gh").reset_index()
+    cap = nh.merge(tot, on=["cluster", "node", "hour"], how="left").fillna({"alloc_gh": 0.0})
+    cap["denom"] = np.maximum(cap["gpu_hours"], cap["alloc_gh"])
+    ah = ah.merge(cap[["cluster", "node", "hour", "denom"]], on=["cluster", "node", "hour"], how="left")
+    share = ah["gpu_hours"] / ah["denom"].where(ah["denom"] != 0)
+    gh = (ah["node_gh"] * share).fillna(ah["gpu_hours"])
+    usd = ah["cost_usd"] * share
+    gr = ah["gr"]
+    buckets = {"unmeasured": (gr.isna(), 1.0), "idle": (gr < 0.05, 1.0), "used": (gr >= 0.05, gr),
+               "underused": (gr >= 0.05, 1 - gr)}
+    parts = []
+    for name, (mask, factor) in buckets.items():
+        f = factor[mask] if isinstance(factor, pd.Series) else factor
+        parts.append(pd.DataFrame({"namespace": ah["namespace"][mask], "bucket": name,
+                                   "usd": usd[mask] * f, "gh": gh[mask] * f}))
+    free = cap[cap["gpu_hours"] - cap["alloc_gh"] > 1e-9]
+    parts.append(pd.DataFrame({"namespace": "(unallocated)", "bucket": "unallocated",
+                               "usd": free["cost_usd"] * (free["gpu_hours"] - free["alloc_gh"]) / free["denom"],
+                               "gh": free["gpu_hours"] - free["alloc_gh"]}))
+    wb = pd.concat(parts, ignore_index=True)
+    piv = wb.pivot_table(index="namespace", columns="bucket", values=["usd", "gh"], aggfunc="sum")
+    waste = pd.DataFrame(index=piv.index)
+    for b in ("used", "idle", "underused", "unallocated", "unmeasured"):
+        waste[f"{b}_usd"] = piv["usd"].get(b, np.nan)
+        waste[f"{b}_gpu_hours"] = piv["gh"].get(b, np.nan)
+    waste["total_usd"] = wb.groupby("namespace")["usd"].sum()
+    waste["gpu_hours"] = wb.groupby("namespace")["gh"].sum()
+    waste = waste.reset_index()
+    phases["models"] = time.perf_counter() - t0 - sum(phases.values())
+
+    # 6. per-workload profile: allocation sums + statistics over the samples of its pods
+    wk = ["cluster", "namespace", "workload_kind", "workload"]
+    alloc = ah.groupby(wk, sort=False).agg(gpu_hours=("gpu_hours", "sum"), cost_usd=("list_usd", "sum"))
+    names = pa_.groupby(["cluster", "namespace", "pod"], sort=False)[["workload_kind", "workload"]].first()
+    names = names.reset_index()
+    for c in ("cluster", "namespace", "pod"):  # join on the samples' categories, not on strings
+        names[c] = pd.Categorical(names[c], categories=s[c].cat.categories)
+    sw = s.loc[s["pod"] != "", ["cluster", "namespace", "pod", "gr_active", "gr_active_max", "sm_active",
+                                "sm_active_max", "fb_used_mib", "fb_used_max_mib", "fb_free_mib"]]
+    sw = sw.merge(names, on=["cluster", "namespace", "pod"], how="inner")
+    sw["mem"] = sw["fb_used_mib"] + sw["fb_free_mib"]
+    sw["active"] = (sw["gr_active"] > 0.05).astype("float64")
+    g = sw.groupby(wk, sort=False)
+    st = g.agg(samples=("gr_active", "size"), gr_mean=("gr_active", "mean"), gr_max=("gr_active_max", "max"),
+               sm_mean=("sm_active", "mean"), sm_max=("sm_active_max", "max"), fb_max_mib=("fb_used_max_mib", "max"),
+               gpu_memory_mib=("mem", "max"), active_fraction=("active", "mean"))
+    for col, qs, names_ in (("gr_active", [0.5, 0.95, 0.99], ["gr_p50", "gr_p95", "gr_p99"]),
+                            ("sm_active", [0.95, 0.99], ["sm_p95", "sm_p99"]),
+                            ("fb_used_mib", [0.95, 0.99], ["fb_p95_mib", "fb_p99_mib"])):
+        q = g[col].quantile(qs).unstack()
+        for qv, name in zip(qs, names_, strict=True):
+            st[name] = q[qv]
+    profile = alloc.join(st, how="left").reset_index()
+    phases["profile"] = time.perf_counter() - t0 - sum(phases.values())
+    took, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    compute_cpu = _cpu_s() - c_compute
+    rows = len(s)
+    # outside the timing: hand the results to the parent for the comparison
+    waste[["namespace", *WASTE_COLS]].to_parquet(out / "waste.parquet")
+    profile[[*wk, *PROFILE_COLS]].to_parquet(out / "profile.parquet")
+    for c in ("cluster", "gpu_uuid", "namespace", "pod"):
+        hourly[c] = hourly[c].astype(str)
+    hourly[HOURLY_KEY + HOURLY_COLS].to_parquet(out / "hourly.parquet")
+    thr = f"pandas 1 thread, pyarrow reader {pa.cpu_count()} thread(s)"
+    return {"engine": "pandas", "seconds": took, "cpu_s": cpu, "compute_cpu_s": compute_cpu, "rows": rows, "threads": thr, "phases": phases,
+            "maxrss_mb": _peak_mb()}
+
+
+def _explode_hours(df, a: str, b: str):
+    """One row per clock hour of [a, b) with covered_s, the seconds of that hour inside it."""
     import numpy as np
     import pandas as pd
 
-    con = duckdb.connect(str(db), read_only=True)  # only to read the small inventory tables
-    pods = con.sql("SELECT * FROM pod_gpu_allocations").df()
-    nodes = con.sql("SELECT * FROM node_hours").df()  # node-hours with prices (not timed: inventory)
-    con.close()
-    cols = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod", "gr_active", "sm_active", "fb_used_mib", "step_s"]
-    files = sorted(parquet.glob("*.parquet"))
-    s = pd.concat([pd.read_parquet(f, columns=cols) for f in files], ignore_index=True)
-    for c in ("gpu_uuid", "namespace", "pod"):
-        s[c] = s[c].astype("category")
-    rows = len(s)
-
-    t0 = time.perf_counter()
-    # hourly rollup per GPU and holder
-    s["hour"] = s["ts"].dt.floor("h")
-    held = s[s["pod"] != ""]
-    util = (held.groupby(["hour", "namespace", "pod"], observed=True)["gr_active"].mean()
-            .rename("gr").reset_index())
-    # pod-hours with overlap
-    a = pods[["uid", "namespace", "pod", "workload", "node", "gpus", "start_ts", "end_ts"]].copy()
-    a["h0"] = a["start_ts"].dt.floor("h")
-    a["n"] = ((a["end_ts"] - pd.Timedelta(microseconds=1)).dt.floor("h") - a["h0"]) // pd.Timedelta(hours=1) + 1
-    a = a.loc[a.index.repeat(a["n"])].copy()
-    a["hour"] = a["h0"] + pd.to_timedelta(a.groupby(level=0).cumcount(), unit="h")
-    lo = np.maximum(a["start_ts"].values, a["hour"].values)
-    hi = np.minimum(a["end_ts"].values, (a["hour"] + pd.Timedelta(hours=1)).values)
-    a["gh"] = a["gpus"] * (hi - lo) / np.timedelta64(1, "h")
-    a = a.merge(util, on=["hour", "namespace", "pod"], how="left")
-    cap = nodes[["node", "hour", "gpu_hours", "cost_usd"]]
-    tot = a.groupby(["node", "hour"])["gh"].sum().rename("alloc").reset_index()
-    cap = cap.merge(tot, on=["node", "hour"], how="left").fillna({"alloc": 0.0})
-    cap["denom"] = np.maximum(cap["gpu_hours"], cap["alloc"])
-    a = a.merge(cap[["node", "hour", "cost_usd", "denom"]], on=["node", "hour"], how="left")
-    a["usd"] = a["cost_usd"] * a["gh"] / a["denom"]
-    a["idle_usd"] = np.where(a["gr"] < 0.05, a["usd"], 0.0)
-    waste = a.groupby("namespace")[["usd", "idle_usd"]].sum()
-    unalloc = (cap["cost_usd"] * np.maximum(cap["gpu_hours"] - cap["alloc"], 0) / cap["denom"]).sum()
-    # workload profile: per-sample percentiles
-    names = pods.groupby(["namespace", "pod"], as_index=False)["workload"].first()
-    sw = held.merge(names, on=["namespace", "pod"], how="inner")
-    prof = sw.groupby(["namespace", "workload"], observed=True)["gr_active"].quantile(0.95)
-    sw.groupby(["namespace", "workload"], observed=True).agg(
-        gr_mean=("gr_active", "mean"), sm_p95=("sm_active", lambda x: x.quantile(0.95)),
-        fb_max=("fb_used_mib", "max"), active=("gr_active", lambda x: (x > 0.05).mean()))
-    took = time.perf_counter() - t0
-    out = {r: float(v) for r, v in waste["usd"].items()}
-    out["(unallocated)"] = float(unalloc)
-    return {"engine": "pandas", "seconds": took, "rows": rows, "waste": out,
-            "idle": {r: float(v) for r, v in waste["idle_usd"].items()},
-            "p95": {f"{ns}/{w}": float(v) for (ns, w), v in prof.items()},
-            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    h0 = df[a].dt.floor("h")
+    count = ((df[b] - pd.Timedelta(microseconds=1)).dt.floor("h") - h0) // pd.Timedelta(hours=1) + 1
+    rep = df.loc[df.index.repeat(count)].reset_index(drop=True)
+    offs = np.arange(len(rep)) - np.repeat(np.cumsum(count.to_numpy()) - count.to_numpy(), count.to_numpy())
+    rep["hour"] = np.repeat(h0.to_numpy(), count.to_numpy()) + pd.to_timedelta(offs, unit="h")
+    lo = np.maximum(rep[a], rep["hour"])
+    hi = np.minimum(rep[b], rep["hour"] + pd.Timedelta(hours=1))
+    rep["covered_s"] = (hi - lo).dt.total_seconds()
+    return rep
 
 
-def child(engine: str, db: Path, parquet: Path) -> dict:
-    res = subprocess.run([sys.executable, __file__, "--child", engine, "--db", str(db), "--parquet", str(parquet)],
-                         capture_output=True, text=True, check=True)
+# ------------------------------------------------------------------------------------ driver
+def child(engine: str, files: Path, out: Path, threads: int | None) -> dict:
+    env = dict(os.environ)
+    if threads:
+        env.update(POLARS_MAX_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    cmd = [sys.executable, __file__, "--child", engine, "--files", str(files), "--out", str(out)]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"{engine} child failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def compare(d: Path, p: Path) -> dict[str, str]:
+    """Join each result of the two sides on its key; the largest relative difference per result."""
+    import polars as pl
+
+    def worst(a: pl.DataFrame, b: pl.DataFrame, key: list[str], cols: list[str]) -> str:
+        a = a.with_columns(pl.col(c).cast(pl.String) for c in key if a.schema[c] == pl.Categorical)
+        b = b.with_columns(pl.col(c).cast(pl.String) for c in key if b.schema[c] == pl.Categorical)
+        j = a.join(b, on=key, how="full", suffix="_p", coalesce=True, nulls_equal=True)
+        missing = j.filter(pl.any_horizontal(pl.col(c).is_null() & pl.col(f"{c}_p").is_not_null()
+                                             | pl.col(c).is_not_null() & pl.col(f"{c}_p").is_null()
+                                             for c in cols))
+        rel = 0.0
+        for c in cols:
+            x, y = j[c].cast(pl.Float64), j[f"{c}_p"].cast(pl.Float64)
+            scale = pl.DataFrame({"x": x.abs(), "y": y.abs()}).select(
+                pl.max_horizontal("x", "y").clip(lower_bound=1e-9)).to_series()
+            diff = (x - y).abs() / scale
+            m = diff.drop_nulls().max()
+            rel = max(rel, float(m) if m is not None else 0.0)
+        ok = "EQUAL" if a.height == b.height == j.height and missing.height == 0 and rel < 1e-9 else "DIFFERENT"
+        return f"{ok}: {a.height:,} vs {b.height:,} rows, {missing.height} null mismatches, max relative diff {rel:.1e}"
+
+    out = {}
+    hk = HOURLY_KEY
+    out["hourly rollup"] = worst(pl.read_parquet(d / "hourly.parquet"), pl.read_parquet(p / "hourly.parquet"),
+                                 hk, HOURLY_COLS)
+    out["waste by namespace"] = worst(pl.read_parquet(d / "waste.parquet"), pl.read_parquet(p / "waste.parquet"),
+                                      ["namespace"], WASTE_COLS)
+    out["workload profile"] = worst(pl.read_parquet(d / "profile.parquet"), pl.read_parquet(p / "profile.parquet"),
+                                    ["cluster", "namespace", "workload_kind", "workload"], PROFILE_COLS)
+    return out
+
+
 def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=1000)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--interval", type=int, default=60)
+    add_fleet_args(ap, gpus=1000, days=30, interval=60)
+    ap.add_argument("--only", choices=["default", "single"], help="run one thread setting only")
     ap.add_argument("--child", choices=["duckdb", "pandas"])
-    ap.add_argument("--db", type=Path)
-    ap.add_argument("--parquet", type=Path)
+    ap.add_argument("--files", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--threads", type=int)
     a = ap.parse_args()
-    if a.child == "duckdb":
-        print(json.dumps(run_duckdb(a.db)))
+    if a.child:
+        run = run_duckdb if a.child == "duckdb" else run_pandas
+        print(json.dumps(run(a.files, a.out, a.threads)))
         return
-    if a.child == "pandas":
-        print(json.dumps(run_pandas(a.db, a.parquet)))
-        return
-    from bench.fleet_warehouse import build_warehouse
+    from bench.fleet_warehouse import write_fleet_files
 
     with tempfile.TemporaryDirectory(prefix="gi-bench-") as tmp:
-        db, parquet = Path(tmp) / "bench.duckdb", Path(tmp) / "samples"
+        root = a.workdir or Path(tmp) / "fleet"
         t0 = time.perf_counter()
-        info = build_warehouse(db, a.gpus, a.days, a.interval, parquet_dir=parquet)
-        print(f"fleet: {info['gpus']:.0f} GPUs, {a.days:g} days at {a.interval}s: {info['rows']:,.0f} sample rows "
-              f"(generated and loaded in {time.perf_counter() - t0:.1f}s)")
-        d = child("duckdb", db, parquet)
-        p = child("pandas", db, parquet)
-    for r in (d, p):
-        print(f"{r['engine']:>7}: {r['seconds']:7.2f} s  {r['rows'] / r['seconds'] / 1e6:6.2f} M rows/s  "
-              f"peak RSS {r['maxrss_mb']:,.0f} MB")
-    print(f"  ratio: DuckDB is {p['seconds'] / d['seconds']:.1f}x faster than pandas "
-          f"(target >= 10x; DuckDB path target < 10 s: {'met' if d['seconds'] < 10 else 'NOT met'})")
-    worst = max(abs(d["waste"].get(k, 0) - v) / max(abs(v), 1e-9) for k, v in p["waste"].items())
-    p95 = max(abs(d["p95"].get(k, 0) - v) for k, v in p["p95"].items())
-    print(f"  agreement: waste by namespace within {worst:.2e} (relative), GR p95 within {p95:.2e}")
+        files = write_fleet_files(root, a.gpus, a.days, a.interval, dumps=False)
+        print(f"fleet: {files.gpus:,} GPUs, {a.days:g} days at {a.interval} s: {files.sample_rows:,} sample rows in "
+              f"{len(files.samples)} Parquet files ({time.perf_counter() - t0:.0f} s to generate or reuse)")
+        print(f"machine: {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
+              f"GB RAM")
+        settings = [("default", None), ("single", 1)]
+        for label, threads in settings:
+            if a.only and a.only != label:
+                continue
+            res = {}
+            for engine in ("duckdb", "pandas"):
+                out = Path(tmp) / f"{engine}-{label}"
+                out.mkdir()
+                res[engine] = child(engine, root, out, threads)
+            d, p = res["duckdb"], res["pandas"]
+            print(f"\n[{label} threads]")
+            for r in (d, p):
+                phases = ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
+                print(f"  {r['engine']:>6}: {r['seconds']:7.2f} s ({r['cpu_s']:.1f} s CPU)  "
+                      f"{r['rows'] / r['seconds'] / 1e6:6.2f} M rows/s  "
+                      f"peak RSS {r['maxrss_mb']:,.0f} MB  ({r['threads']}; {phases})")
+            print(f"  ratio: DuckDB is {p['seconds'] / d['seconds']:.1f}x faster than pandas in wall time, "
+                  f"{p['cpu_s'] / d['cpu_s']:.1f}x in CPU time (target >= 10x)")
+            print(f"  of which storing the samples in the warehouse (DuckDB only): {d['store_cpu_s']:.1f} s CPU; "
+                  f"the computation alone (DuckDB: rollup + models + queries; pandas: all but reading the files): "
+                  f"{d['compute_cpu_s']:.1f} vs {p['compute_cpu_s']:.1f} s CPU, "
+                  f"{p['compute_cpu_s'] / d['compute_cpu_s']:.1f}x")
+            for what, verdict in compare(Path(tmp) / f"duckdb-{label}", Path(tmp) / f"pandas-{label}").items():
+                print(f"  {what}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 
 class GpuInsight:
-    def __init__(self, config: Config, *, read_only: bool = False) -> None:
+    def __init__(self, config: Config, *, read_only: bool = False, create: bool = True) -> None:
         self.config = config
+        if not create and not Path(config.db_path).exists():
+            raise BadInput(f"no warehouse at {config.db_path} (run gpuinsight demo or collect first)")
         self.wh = Warehouse(config.db_path, read_only=read_only)
         self.registry: QueryRegistry = load_registry()
         self._stale = not self.registry.is_current(self.wh.con)
@@ -69,22 +71,19 @@ class GpuInsight:
 
     def queries(self) -> pl.DataFrame:
         """The catalog of SQL models: name, grain, parameters, description."""
-        rows = [
-            {
-                "name": q.name,
-                "grain": q.grain,
-                "params": ", ".join(p.name for p in q.params),
-                "materialized": q.materialize,
-                "description": q.description,
-            }
-            for q in (self.registry.get(n) for n in self.registry.names())
-        ]
-        return pl.DataFrame(rows)
+        return model_catalog(self.registry)
+
+    def is_empty(self) -> bool:
+        """Nothing collected yet: no node of any cluster (every fleet source loads nodes)."""
+        return self.wh.count("nodes") == 0
 
     def refresh(self) -> list[str]:
         """Rebuild the materialized models from the loaded data, atomically."""
-        with self.wh.transaction() as con:
-            return self.registry.refresh(con)
+        try:
+            with self.wh.transaction() as con:
+                return self.registry.refresh(con)
+        finally:
+            self.wh.schema_changed()  # the model tables were created anew
 
     # -- loading ---------------------------------------------------------------------------
     def load_sample(self, folder: Path | None = None) -> list[LoadReport]:
@@ -144,10 +143,13 @@ class GpuInsight:
 
         return run_rules(self, settings or self.config.rule_settings)
 
-    def report(self, out: Path, *, png_dir: Path | None = None, upload: str | None = None) -> Path:
+    def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
+               upload: str | None = None) -> Path:
+        """Write the waste & savings report; its findings are ``plan`` (e.g.
+        ``self.recommend(settings)``), else the rules run with the configured settings."""
         from gpuinsight.reports.html import write_report
 
-        return write_report(self, Path(out), png_dir=png_dir, upload=upload)
+        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload)
 
     def close(self) -> None:
         self.wh.close()
@@ -159,9 +161,26 @@ class GpuInsight:
         self.close()
 
 
-def open(path: str | Path | None = None, *, config: Config | None = None, read_only: bool = False) -> GpuInsight:  # noqa: A001
-    """Open (creating and migrating if needed) a warehouse file."""
+def model_catalog(registry: QueryRegistry | None = None) -> pl.DataFrame:
+    """The SQL models (name, grain, parameters, description): needs no warehouse."""
+    registry = registry or load_registry()
+    rows = [
+        {
+            "name": q.name,
+            "grain": q.grain,
+            "params": ", ".join(p.name for p in q.params),
+            "materialized": q.materialize,
+            "description": q.description,
+        }
+        for q in (registry.get(n) for n in registry.names())
+    ]
+    return pl.DataFrame(rows)
+
+
+def open(path: str | Path | None = None, *, config: Config | None = None, read_only: bool = False,  # noqa: A001
+         create: bool = True) -> GpuInsight:
+    """Open (creating and migrating if needed, unless ``create=False``) a warehouse file."""
     cfg = config or Config.from_env(path)
     if path is not None and config is not None:
         cfg = cfg.with_(db_path=Path(path))
-    return GpuInsight(cfg, read_only=read_only)
+    return GpuInsight(cfg, read_only=read_only, create=create)

@@ -22,13 +22,23 @@ from gpuinsight.errors import BadInput, GpuInsightError, RuntimeFailure
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def error_outcome(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message the CLI gives for an exception (also what the
+    fuzz tests check in-process): 2 for bad input, 1 for anything else."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)) and exc.filename is not None:
+        exc = BadInput(f"{exc.filename}: {exc.strerror}")
+    code = exc.exit_code if isinstance(exc, GpuInsightError) else 1
+    text = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever the message held
+    return code, text[:1000]
+
+
 def _fail(exc: BaseException, debug: bool) -> None:
     if debug:
         import traceback
 
         traceback.print_exception(exc)
-    code = exc.exit_code if isinstance(exc, GpuInsightError) else 1
-    click.echo(f"gpuinsight: error: {exc}", err=True)
+    code, text = error_outcome(exc)
+    click.echo(f"gpuinsight: error: {text}", err=True)
     sys.exit(code)
 
 
@@ -48,7 +58,7 @@ def handle_errors(fn: F) -> F:
         except GpuInsightError as exc:
             _fail(exc, debug)
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            _fail(BadInput(f"{exc.filename}: {exc.strerror}"), debug)
+            _fail(exc, debug)
         except BrokenPipeError:  # output piped into head & co.
             sys.exit(0)
         except KeyboardInterrupt:
@@ -78,13 +88,23 @@ def cluster_option(fn: F) -> F:
 def make_config(db: Path | None, **changes: Any) -> Config:
     ctx = click.get_current_context()
     root = ctx.find_root().params
-    return Config.from_env(db, progress=sys.stderr.isatty(), debug=bool(root.get("debug")), **changes)
+    return Config.from_env(db or root.get("db"), progress=sys.stderr.isatty(), debug=bool(root.get("debug")),
+                           **changes)
 
 
-def open_gi(db: Path | None, **changes: Any):  # noqa: ANN201 - GpuInsight, imported lazily
+def open_gi(db: Path | None, *, create: bool = False, need_data: bool = False,
+            **changes: Any):  # noqa: ANN201 - GpuInsight, imported lazily
+    """The warehouse at ``db``. Only the commands that load data (demo, collect, import) pass
+    ``create``: the others refuse a missing file (exit 2) instead of creating an empty one, and
+    with ``need_data`` an existing but empty one too."""
     from gpuinsight.api import GpuInsight
 
-    return GpuInsight(make_config(db, **changes))
+    gi = GpuInsight(make_config(db, **changes), create=create)
+    if need_data and gi.is_empty():
+        gi.close()
+        raise BadInput(f"the warehouse at {gi.config.db_path} is empty: nothing collected yet "
+                       f"(run gpuinsight demo or collect first)")
+    return gi
 
 
 def parse_time(value: str | None, *, default: datetime | None = None) -> datetime | None:
@@ -141,13 +161,18 @@ def emit_frame(frame: Any, fmt: str) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Warehouse file for every sub-command (a sub-command's own --db wins).")
 @click.version_option(package_name="gpuinsight")
-def main(debug: bool) -> None:
+def main(debug: bool, db: Path | None) -> None:
     """GPU cost and utilization analytics for Kubernetes.
 
     Collect DCGM metrics and scheduling history into DuckDB, see where GPU money goes,
     and get (and safely apply) changes that save it.
     """
+    from gpuinsight.imports import without_iri_grammars
+
+    without_iri_grammars()  # seconds of CPU for formats no schema here uses (gpuinsight/imports.py)
 
 
 # -- demo --------------------------------------------------------------------------------------
@@ -162,7 +187,7 @@ def demo(db: Path | None, out: Path, sample: Path | None) -> None:
     """Build a warehouse from the embedded sample fleet, write a report and recommendations."""
     from gpuinsight.demo import run_demo
 
-    db_path = db or (out / "demo.duckdb")
+    db_path = db or click.get_current_context().find_root().params.get("db") or (out / "demo.duckdb")
     summary = run_demo(make_config(db_path), out, sample)
     click.echo(summary)
 
@@ -214,7 +239,7 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
     prom = PrometheusConfig(url=url, bearer_token=token, basic_auth=basic, ca_file=ca_file,
                             insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency, matchers=matchers,
                             allow_partial=allow_partial)
-    with open_gi(db, cluster=cluster, prometheus=prom) as gi:
+    with open_gi(db, create=True, cluster=cluster, prometheus=prom) as gi:
         start = parse_time(since)
         end = parse_time(until, default=datetime.now(UTC).replace(tzinfo=None))
         report = gi.collect_prometheus(start, end, step_s, raw=raw)  # type: ignore[arg-type]
@@ -236,7 +261,7 @@ def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_
     """Scheduling state from a live cluster (read-only) or from kubectl dumps."""
     if context and from_dir:
         raise BadInput("--context and --from-dir are exclusive")
-    with open_gi(db, cluster=cluster) as gi:
+    with open_gi(db, create=True, cluster=cluster) as gi:
         report = gi.collect_kubernetes(context=context, from_dir=from_dir)
         click.echo(report.summary())
         for note in report.notes:
@@ -253,7 +278,7 @@ def collect_prices(db: Path | None, catalog: Path | None, aws_region: str | None
     """Load a price catalog (on-demand and spot, per instance type or GPU model)."""
     if catalog and aws_region:
         raise BadInput("--catalog and --aws are exclusive")
-    with open_gi(db) as gi:
+    with open_gi(db, create=True) as gi:
         click.echo(gi.collect_prices(catalog=catalog, aws_region=aws_region).summary())
 
 
@@ -272,7 +297,7 @@ def import_() -> None:
 @handle_errors
 def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
     """Load the Alibaba GPU trace (openb, ATC'23) scheduling history."""
-    with open_gi(db) as gi:
+    with open_gi(db, create=True) as gi:
         click.echo(gi.import_alibaba_openb(pods, nodes).summary())
 
 
@@ -315,15 +340,14 @@ def simulate(pods: Path, nodes: Path, policy: str, seed: int, fmt: str) -> None:
 @handle_errors
 def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) -> None:
     """Run one named SQL model; with no NAME, list the models."""
-    from gpuinsight.api import GpuInsight
+    if not name:  # the catalog comes from queries/, no warehouse needed
+        from gpuinsight.api import model_catalog
 
-    cfg = make_config(db)
-    if not cfg.db_path.exists():
-        raise BadInput(f"{cfg.db_path}: no warehouse here (run `gpuinsight demo` or a collection first)")
-    with GpuInsight(cfg) as gi:  # read-write: models built by another version are rebuilt first
-        if not name:
-            emit_frame(gi.queries(), fmt)
-            return
+        emit_frame(model_catalog(), fmt)
+        return
+    with open_gi(db) as gi:  # read-write: models built by another version are rebuilt first
+        if gi.is_empty():
+            click.echo(f"note: the warehouse at {gi.config.db_path} is empty: nothing collected yet", err=True)
         kv: dict[str, str] = {}
         for p in params:
             if "=" not in p:
@@ -334,13 +358,19 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
 
 
 # -- recommend / rollback ----------------------------------------------------------------------
+def rule_settings_options(fn: F) -> F:
+    """--config FILE and --set rule.setting=value (recommend and report take the same)."""
+    fn = click.option("--set", "sets", multiple=True,
+                      help="rule.setting=value, repeatable (see `gpuinsight rules`).")(fn)
+    return click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        default=None, help="YAML/JSON file of rule settings: {rule: {setting: value}}.")(fn)
+
+
 @main.command()
 @db_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "csv"]), default="table", show_default=True,
               help="Output format (json is the fixed recommendation interface).")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="YAML/JSON file of rule settings: {rule: {setting: value}}.")
-@click.option("--set", "sets", multiple=True, help="rule.setting=value, repeatable (see `gpuinsight rules`).")
+@rule_settings_options
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the changes as YAML (one file per object + kustomization.yaml).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
@@ -350,20 +380,31 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
               help="Write the plan (id, time, recommendations with their actions) to a file for review.")
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Use a reviewed plan file instead of running the rules (with --apply: apply exactly it).")
-@click.option("--only", "only", multiple=True, help="With --apply: only these recommendation ids (repeatable).")
+@click.option("--only", "only", multiple=True,
+              help="With --apply or --emit: only these recommendation ids (repeatable).")
+@click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="kubectl dumps to build the actions from (workload specs the warehouse does not keep).")
 @handle_errors
 def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[str, ...], emit_dir: Path | None,
               do_apply: bool, context: str | None, window: str | None, save_plan: Path | None,
-              plan_file: Path | None, only: tuple[str, ...]) -> None:
+              plan_file: Path | None, only: tuple[str, ...], from_dir: Path | None) -> None:
     """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
-    from gpuinsight.recommend_cli import run_recommend
+    from gpuinsight.recommend_cli import run_plan_offline, run_recommend
 
-    if only and not do_apply:
-        raise BadInput("--only goes with --apply")
-    with open_gi(db, window_days=window_days(window)) as gi:
+    if only and not (do_apply or emit_dir):
+        raise BadInput("--only goes with --apply or --emit")
+    if plan_file is None:  # bad settings are bad usage, whatever the warehouse holds
+        from gpuinsight.recommend_cli import load_settings
+        from gpuinsight.rules.engine import resolve_all
+
+        resolve_all(load_settings(config_file, sets))
+    if plan_file is not None and not do_apply and save_plan is None and not context:
+        run_plan_offline(plan_file, fmt=fmt, emit_dir=emit_dir, only=list(only))  # no warehouse needed
+        return
+    with open_gi(db, need_data=plan_file is None, window_days=window_days(window)) as gi:
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
                       do_apply=do_apply, context=context, save_plan=save_plan, plan_file=plan_file,
-                      only=list(only))
+                      only=list(only), from_dir=from_dir)
 
 
 @main.command()
@@ -383,9 +424,9 @@ def rollback(db: Path | None, plan_id: str, context: str | None) -> None:
 @handle_errors
 def rules() -> None:
     """List the rules and their settings (defaults and help)."""
-    from gpuinsight.rules.registry import ALL_RULES
+    from gpuinsight.rules.registry import SETTING_GROUPS
 
-    for rule in ALL_RULES:
+    for rule in SETTING_GROUPS:
         click.echo(f"{rule.name}: {rule.summary}")
         for s in rule.settings:
             click.echo(f"  {rule.name}.{s.name} = {s.default!r}  {s.help}")
@@ -401,12 +442,21 @@ def rules() -> None:
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint for --upload (MinIO and the like).")
 @click.option("--window", default=None, help="Only the last N of data, e.g. 7d (default: everything loaded).")
 @click.option("--cluster", default="default", show_default=True, help="Cluster name shown in the report title.")
+@rule_settings_options
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Render this plan (from `recommend --save-plan`) instead of running the rules.")
 @handle_errors
 def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
-           window: str | None, cluster: str) -> None:
-    """The waste & savings report: one self-contained HTML file."""
-    with open_gi(db, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window), cluster=cluster) as gi:
-        path = gi.report(out, png_dir=png_dir, upload=upload)
+           window: str | None, cluster: str, config_file: Path | None, sets: tuple[str, ...],
+           plan_file: Path | None) -> None:
+    """The waste & savings report: one self-contained HTML file, with the findings of the rules
+    run with the given settings (as `recommend`) or of a saved plan."""
+    from gpuinsight.recommend_cli import plan_from_cli
+
+    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window),
+                 cluster=cluster) as gi:
+        plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
+        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload)
         click.echo(f"wrote {path}")
 
 
@@ -418,7 +468,7 @@ def export(db: Path | None, dest: str) -> None:
     """Write warehouse tables as hive-partitioned Parquet (by cluster and day)."""
     from gpuinsight.warehouse.export import export_tables
 
-    with open_gi(db) as gi:
+    with open_gi(db, need_data=True) as gi:
         for line in export_tables(gi.wh, dest):
             click.echo(line)
 

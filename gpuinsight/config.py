@@ -50,6 +50,9 @@ class Config:
     debug: bool = False
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     rule_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # labels that name a DCGM series' node, in order (docs/collectors.md, "Which node a GPU is on");
+    # Hostname/hostname count only when they name a node kube-state-metrics or a dump knows
+    node_labels: tuple[str, ...] = ("node", "kubernetes_node", "nodename", "Hostname", "hostname")
 
     def with_(self, **changes: Any) -> Config:
         return replace(self, **changes)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -12,14 +16,41 @@ from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.progress import Progress
 from gpuinsight.rules.base import Plan
+from gpuinsight.sources.gpu_nodes import unmatched_note
 
 
 def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    # The demo always starts from an empty warehouse so its figures are the sample's alone.
-    for suffix in ("", ".wal"):
-        Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
+    final = Path(config.db_path)
+    # The demo starts from an empty warehouse so its figures are the sample's alone. It is built
+    # in a temporary file next to the target and swapped in only when everything succeeded: a
+    # broken --sample leaves an existing warehouse as it was.
+    with building(final) as tmp_db:
+        text, report = _build(config.with_(db_path=tmp_db), out, sample)
+    took = time.perf_counter() - started
+    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
+            f"(warehouse {final}) in {took:.1f} s")
+
+
+@contextlib.contextmanager
+def building(final: Path) -> Iterator[Path]:
+    """A fresh temporary warehouse path beside ``final``, renamed onto it if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".building", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    tmp.unlink()  # DuckDB creates the file itself
+    try:
+        yield tmp
+        Path(f"{final}.wal").unlink(missing_ok=True)  # an old WAL must not replay onto the new file
+        os.replace(tmp, final)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}.wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _build(config: Config, out: Path, sample: Path | None) -> tuple[str, Path]:
     progress = Progress(config.progress)
     with GpuInsight(config) as gi:
         progress.stage("loading the sample fleet")
@@ -28,12 +59,10 @@ def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
         plan = gi.recommend()
         (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
         progress.stage("writing the report")
-        report = gi.report(out / "report.html")
+        report = gi.report(out / "report.html", plan=plan)
         progress.close()
         text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
-    took = time.perf_counter() - started
-    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
-            f"(warehouse {config.db_path}) in {took:.1f} s")
+    return text, report
 
 
 def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
@@ -51,6 +80,9 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
         f"waste ${s['monthly_waste_usd'] or 0:,.0f}/month (idle ${s['idle_usd'] or 0:,.0f}, underused "
         f"${s['underused_usd'] or 0:,.0f}, unallocated ${s['unallocated_usd'] or 0:,.0f} in the window)",
     ]
+    unmatched = unmatched_note(s)
+    if unmatched:
+        lines.append(f"note: {unmatched}")
     charge = gi.query("chargeback", by="namespace")
     idle = charge.filter(pl.col("group") != "(unallocated)").sort("idle_usd", descending=True).head(5)
     if idle.height:
@@ -65,7 +97,39 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
         lines.append(f"{len(plan.recommendations)} recommendations, ${plan.total_monthly_savings_usd:,.0f}/month "
                      f"potential savings ({catalog}):")
         for rule, savings in sorted(by_rule.items(), key=lambda kv: -sum(kv[1])):
-            lines.append(f"  {rule:<10} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
+            lines.append(f"  {rule:<13} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
+        lines += ray_and_scale_to_zero_lines(plan)
+        basis = plan.savings_by_basis
+        lines.append(f"  nodes released ${basis.get('nodes_released', 0):,.0f}/month; GPUs returned to the pool "
+                     f"${basis.get('gpus_returned', 0):,.0f}/month; spot price difference "
+                     f"${basis.get('price_difference', 0):,.0f}/month (each node and GPU-hour counted once)")
     else:
         lines.append("no recommendations: nothing in this fleet crossed a rule's thresholds")
     return "\n".join(lines)
+
+
+RAY_CHANGES = {"job_cleanup": "RayJob(s) whose cluster outlived the job",
+               "worker_min_replicas": "GPU worker group(s) held idle by minReplicas",
+               "head_gpus": "head pod(s) holding GPUs"}
+
+
+def ray_and_scale_to_zero_lines(plan: Plan) -> list[str]:
+    """One line each for the KubeRay findings and the services that can sleep (scale to zero)."""
+    lines = []
+    ray = [r for r in plan.recommendations if r.rule == "ray"]
+    if ray:
+        counts: dict[str, int] = {}
+        for r in ray:
+            change = str(r.proposed.get("change"))
+            counts[change] = counts.get(change, 0) + 1
+        parts = ", ".join(f"{n} {RAY_CHANGES.get(c, c)}" for c, n in counts.items())
+        lines.append(f"  KubeRay: {parts}; ${sum(r.monthly_savings_usd for r in ray):,.0f}/month as "
+                     "RayJob/RayCluster patches")
+    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
+    if sleepy:
+        hours = sum(float(r.evidence.get("hours_at_zero") or 0) for r in sleepy)
+        starts = sum(float(r.evidence.get("expected_cold_starts_per_day") or 0) for r in sleepy)
+        lines.append(f"  scale to zero: {len(sleepy)} service(s) idle on nights/weekends get a KEDA ScaledObject: "
+                     f"{hours:,.0f} h at zero in the window, about {starts:.1f} cold start(s) a day, "
+                     f"${sum(r.monthly_savings_usd for r in sleepy):,.0f}/month")
+    return lines

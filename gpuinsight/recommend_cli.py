@@ -13,7 +13,7 @@ import yaml
 
 from gpuinsight.api import GpuInsight
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.rules.base import Plan, target_of
 
 
 def load_settings(config_file: Path | None, sets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -42,8 +42,7 @@ def plan_table(plan: Plan) -> str:
         return "no recommendations"
     rows = [("saving/mo", "rule", "target", "confidence", "title")]
     for r in plan.recommendations:
-        target = r.queue if r.rule == "queue" else (r.node if r.rule == "binpack" else f"{r.namespace}/{r.workload}")
-        rows.append((f"${r.monthly_savings_usd:,.0f}", r.rule, str(target), f"{r.confidence:.2f}", r.title))
+        rows.append((f"${r.monthly_savings_usd:,.0f}", r.rule, target_of(r), f"{r.confidence:.2f}", r.title))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(row[i].ljust(widths[i]) if i else row[i].rjust(widths[i]) for i in range(4)) + "  " + row[4]
              for row in rows]
@@ -64,22 +63,28 @@ def plan_csv(plan: Plan) -> str:
     return buf.getvalue()
 
 
-def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: tuple[str, ...],
-                  emit_dir: Path | None, do_apply: bool, context: str | None, save_plan: Path | None = None,
-                  plan_file: Path | None = None, only: list[str] | None = None) -> None:
+def plan_from_cli(gi: GpuInsight, *, config_file: Path | None, sets: tuple[str, ...],
+                  plan_file: Path | None) -> Plan:
+    """The plan a command works on: a reviewed plan file (``--plan``), else the rules run with
+    the settings of ``--config`` and ``--set`` (shared by ``recommend`` and ``report``)."""
     if plan_file is not None:
         if config_file or sets:
             raise BadInput("--plan uses a reviewed plan: --config and --set do not apply")
         from gpuinsight.actions import load_plan
 
-        plan = load_plan(plan_file)  # invalid fields: BadInput naming the field
-    else:
-        plan = gi.recommend(load_settings(config_file, sets))
-    if save_plan is not None:
-        from gpuinsight.actions import plan_to_json
+        return load_plan(plan_file)  # every field checked: BadInput naming the field
+    plan = gi.recommend(load_settings(config_file, sets))
+    from gpuinsight.sources.gpu_nodes import unmatched_note
 
-        save_plan.write_text(json.dumps(plan_to_json(plan), indent=2, default=str) + "\n")
-        click.echo(f"wrote plan {plan.plan_id} to {save_plan}", err=True)
+    summary = gi.query("fleet_summary")
+    note = unmatched_note(summary.row(0, named=True)) if summary.height else None
+    if note:  # node-level rules cannot see those GPUs: say so (stderr keeps json/yaml/csv clean)
+        plan.notes.append(note)
+        click.echo(f"note: {note}", err=True)
+    return plan
+
+
+def _print_plan(plan: Plan, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(plan.to_json_obj(), indent=2, default=str))
     elif fmt == "yaml":
@@ -88,20 +93,96 @@ def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: t
         click.echo(plan_csv(plan), nl=False)
     else:
         click.echo(plan_table(plan))
-        if plan.recommendations and not do_apply:
-            # what would change, against the live cluster (--context) or the recorded state
-            from gpuinsight.actions.cli_glue import diff_from_cli
 
-            click.echo("\n" + diff_from_cli(gi, plan, context=context, live=context is not None))
+
+def _check_only(plan: Plan, only: list[str] | None) -> set[str] | None:
+    if not only:
+        return None
+    unknown = sorted(set(only) - {r.id for r in plan.recommendations})
+    if unknown:
+        raise BadInput(f"--only {unknown[0]}: plan {plan.plan_id} has no such recommendation")
+    return set(only)
+
+
+def _emit(plan: Plan, emit_dir: Path, fmt: str, only: set[str] | None) -> None:
+    from gpuinsight.actions.emit import emit
+
+    written = emit(plan, emit_dir, only=only)
+    click.echo(f"wrote plan {plan.plan_id} to {emit_dir} ({len(written)} files; run it with "
+               f"`sh {emit_dir / 'steps.sh'}`, README.md says what each step does)", err=fmt != "table")
+
+
+def _save(gi: GpuInsight, plan: Plan, save_plan: Path) -> None:
+    """Write the plan file atomically and record it as the reviewed version of this plan id."""
+    import os
+    import tempfile
+
+    from gpuinsight.actions.planio import plan_text, record_review
+
+    text = plan_text(plan)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{save_plan.name[:100]}.", dir=save_plan.parent or Path("."))
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, save_plan)
+    except OSError as exc:
+        raise BadInput(f"{save_plan}: cannot write the plan: {exc.strerror}") from None
+    digest = record_review(gi.wh, plan, str(save_plan))
+    click.echo(f"wrote plan {plan.plan_id} to {save_plan} (sha256 {digest}); after review apply exactly it with "
+               f"`gpuinsight recommend --plan {save_plan} --apply`", err=True)
+
+
+def run_recommend(gi: GpuInsight, *, fmt: str, config_file: Path | None, sets: tuple[str, ...],
+                  emit_dir: Path | None, do_apply: bool, context: str | None, save_plan: Path | None = None,
+                  plan_file: Path | None = None, only: list[str] | None = None,
+                  from_dir: Path | None = None) -> None:
+    """``recommend``: a fresh plan from the rules, or a reviewed plan file (``plan_file``).
+
+    A fresh plan's actions are built from the live cluster with ``context``, from kubectl dumps
+    with ``from_dir``, else from what the warehouse recorded. A reviewed plan's actions are used
+    as they are; with ``do_apply`` the file must be exactly the one recorded by ``--save-plan``.
+    """
+    from gpuinsight.actions import Kube, prepare_plan
+    from gpuinsight.actions.cli_glue import apply_from_cli, apply_reviewed_from_cli, reviewed_state
+    from gpuinsight.actions.diff import diff_plan
+    from gpuinsight.actions.plan import warehouse_cluster
+    from gpuinsight.actions.planio import check_reviewed
+
+    if plan_file is not None and from_dir:
+        raise BadInput("--plan uses a reviewed plan: --from-dir does not apply")
+    plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
+    if plan_file is not None and do_apply:
+        check_reviewed(gi.wh, plan, str(plan_file))
+    wanted = _check_only(plan, only)
+    state = None
+    if not do_apply and (fmt == "table" or save_plan is not None or emit_dir is not None):
+        kube = Kube.from_kubeconfig(context) if context else None
+        if plan_file is None:  # actions built against the best state there is
+            state = prepare_plan(plan, gi.wh, cluster=warehouse_cluster(gi.wh, gi.config.cluster), kube=kube,
+                                 dump_dir=from_dir)
+        elif fmt == "table":
+            state = reviewed_state(plan, gi.wh, cluster=gi.config.cluster, kube=kube)
+    if save_plan is not None:
+        _save(gi, plan, save_plan)
+    _print_plan(plan, fmt)
+    if fmt == "table" and plan.recommendations and state is not None:
+        click.echo("\n" + diff_plan(plan, state))
     if emit_dir is not None:
-        from gpuinsight.actions.emit import emit
-
-        written = emit(plan, emit_dir)
-        click.echo(f"wrote {len(written)} file(s) to {emit_dir}", err=fmt != "table")
+        _emit(plan, emit_dir, fmt, wanted)
     if do_apply:
-        from gpuinsight.actions.cli_glue import apply_from_cli
+        glue = apply_reviewed_from_cli if plan_file is not None else apply_from_cli
+        click.echo(glue(gi, plan, context=context, only=only), err=fmt != "table")
 
-        click.echo(apply_from_cli(gi, plan, context=context, only=only), err=fmt != "table")
+
+def run_plan_offline(plan_file: Path, *, fmt: str, emit_dir: Path | None, only: list[str] | None = None) -> None:
+    """``recommend --plan FILE`` without --apply or --save-plan: print or emit it, no warehouse."""
+    from gpuinsight.actions import load_plan
+
+    plan = load_plan(plan_file)
+    wanted = _check_only(plan, only)
+    _print_plan(plan, fmt)
+    if emit_dir is not None:
+        _emit(plan, emit_dir, fmt, wanted)
 
 
 def run_rollback(gi: GpuInsight, plan_id: str, *, context: str | None) -> None:

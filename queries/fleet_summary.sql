@@ -4,9 +4,20 @@
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- description: the headline numbers: clusters, GPUs, nodes, window, GPU-hours (capacity, allocated,
 --   used), cost by bucket, monthly run rates (730 h; each cluster's cost over its own hours of
---   data, then summed), and the price catalog they came from.
+--   data, then summed), and the price catalog they came from. gpus counts the inventory's GPUs
+--   plus the GPUs DCGM measured that no GPU node holds (unmatched_gpus, never silently left
+--   out); their GPU-hours in the window and list price (where the catalog knows their model)
+--   are given apart, since no node cost, allocation or bucket includes them.
 WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
 nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
+-- measured GPUs no node of the inventory holds, with their hours in the window (one per GPU-hour)
+um AS (
+    SELECT u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, max(h.covered_s) / 3600.0 AS gpu_hours
+    FROM unmatched_gpus u
+    JOIN gpu_hourly h ON h.cluster = u.cluster AND h.gpu_uuid = u.gpu_uuid
+    WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
+    GROUP BY u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, h.hour
+),
 w AS (SELECT min(window_start) AS window_start, max(window_end) AS window_end, any_value(catalog) AS catalog,
              any_value(catalog_as_of) AS catalog_as_of FROM analysis_window),
 -- run rates per cluster: its cost over its own span inside [since, until)
@@ -25,7 +36,8 @@ rate AS (
 )
 SELECT
     (SELECT string_agg(DISTINCT cluster, ', ' ORDER BY cluster) FROM nh) AS clusters,
-    (SELECT sum(gpu_count)::DOUBLE FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)) AS gpus,
+    coalesce((SELECT sum(gpu_count)::DOUBLE FROM (SELECT DISTINCT cluster, node, gpu_count FROM nh)), 0)
+        + (SELECT count(DISTINCT (cluster, gpu_uuid)) FROM um) AS gpus,
     (SELECT count(DISTINCT (cluster, node)) FROM nh) AS nodes,
     greatest(w.window_start, coalesce($since, w.window_start)) AS window_start,
     least(w.window_end, coalesce($until, w.window_end)) AS window_end,
@@ -43,6 +55,10 @@ SELECT
     (SELECT monthly_spend_usd FROM rate) AS monthly_spend_usd,
     (SELECT monthly_waste_usd FROM rate) AS monthly_waste_usd,
     (SELECT sum(covered_s) / 3600.0 FROM nh WHERE price_missing) AS unpriced_node_hours,
+    (SELECT count(DISTINCT (cluster, gpu_uuid)) FROM um) AS unmatched_gpus,
+    (SELECT coalesce(sum(gpu_hours), 0) FROM um) AS unmatched_gpu_hours,
+    (SELECT sum(gpu_hours * usd_per_gpu_hour) FROM um) AS unmatched_usd,
+    (SELECT count(DISTINCT (cluster, gpu_uuid)) FROM um WHERE usd_per_gpu_hour IS NULL) AS unmatched_unpriced_gpus,
     w.catalog,
     w.catalog_as_of
 FROM w

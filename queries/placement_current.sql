@@ -2,14 +2,30 @@
 -- grain: one row per pod holding GPUs at the end of the window
 -- materialize: table
 -- depends: pod_gpu_allocations, analysis_window
--- description: the current placement the binpack rule plans moves over: pod, node, GPUs
---   held (whole-GPU equivalents), MIG profile, gang (Volcano PodGroup or Job: moved whole or
---   not at all), workload, zone, pool and GPU model of its node.
+-- description: the current placement the binpack and consolidation rules plan over: pod, node,
+--   GPUs held (whole-GPU equivalents), MIG profile, gang (Volcano PodGroup or Job: moved whole
+--   or not at all) with its minMember / minAvailable (NULL when neither is known) and how many
+--   of its pods hold GPUs now, workload, zone, pool and GPU model of its node, and the pod's
+--   priority class, labels and annotations (the production classifier reads them).
+WITH cur AS (
+    SELECT a.*, coalesce(a.podgroup, a.vcjob) AS gang
+    FROM pod_gpu_allocations a
+    JOIN analysis_window w ON w.cluster = a.cluster
+    WHERE a.end_ts >= w.window_end
+),
+sizes AS (
+    SELECT cluster, namespace, gang, count(*) AS gang_pods
+    FROM cur
+    WHERE gang IS NOT NULL
+    GROUP BY ALL
+)
 SELECT
-    a.cluster, a.uid, a.namespace, a.pod, a.workload_kind, a.workload, a.node, a.node_pool, a.zone,
-    a.gpu_model, a.capacity_type, a.gpus, a.gpu_request, a.mig_profile, a.mig_request, a.production,
-    coalesce(a.podgroup, a.vcjob) AS gang, a.queue, a.labels
-FROM pod_gpu_allocations a
-JOIN analysis_window w ON w.cluster = a.cluster
-WHERE a.end_ts >= w.window_end
-ORDER BY a.node, a.namespace, a.pod
+    c.cluster, c.uid, c.namespace, c.pod, c.workload_kind, c.workload, c.node, c.node_pool, c.zone,
+    c.gpu_model, c.capacity_type, c.gpus, c.gpu_request, c.mig_profile, c.mig_request,
+    c.gang, s.gang_pods, coalesce(pg.min_member, vj.min_available) AS gang_min_member,
+    c.queue, c.priority_class, c.labels, c.annotations
+FROM cur c
+LEFT JOIN sizes s ON s.cluster = c.cluster AND s.namespace = c.namespace AND s.gang = c.gang
+LEFT JOIN podgroups pg ON pg.cluster = c.cluster AND pg.namespace = c.namespace AND pg.name = c.podgroup
+LEFT JOIN vcjobs vj ON vj.cluster = c.cluster AND vj.namespace = c.namespace AND vj.name = c.vcjob
+ORDER BY c.node, c.namespace, c.pod

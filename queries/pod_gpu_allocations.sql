@@ -6,9 +6,9 @@
 --   counts 1 each; a MIG slice counts compute_slices/7 of its GPU (1g.10gb = 1/7). The
 --   interval is clipped to the window; a pod still running (seen within two steps of the
 --   end, or only in a dump) ends at the window end; a pod that vanished ends one step after
---   its last sample. production is true
---   for prod* namespaces, priority classes naming prod/critical, or env/environment/tier
---   labels saying prod/production. team is the pod's team label, else its namespace.
+--   its last sample. Whether a pod is production is a rule setting, not SQL: the priority
+--   class, labels, annotations and namespace it is decided from are passed on (see
+--   docs/rules.md, "Production"). team is the pod's team label, else its namespace.
 WITH w AS (SELECT * FROM analysis_window),
 p AS (
     SELECT
@@ -40,14 +40,8 @@ SELECT
     greatest(p.t_start, w.window_start) AS start_ts,
     least(p.t_end, w.window_end) AS end_ts,
     p.created, p.scheduled, p.started, p.finished,
-    (p.namespace LIKE 'prod%'
-        OR coalesce(p.priority_class, '') SIMILAR TO '.*(prod|critical).*'
-        OR lower(coalesce(json_extract_string(p.labels, '$.env'),
-                          json_extract_string(p.labels, '$.environment'),
-                          json_extract_string(p.labels, '$.tier'), '')) IN ('prod', 'production')
-    ) AS production,
     coalesce(json_extract_string(p.labels, '$.team'), p.namespace) AS team,
-    p.labels
+    p.labels, p.annotations
 FROM p
 JOIN w ON w.cluster = p.cluster
 LEFT JOIN nodes n ON n.cluster = p.cluster AND n.node = p.node

@@ -4,7 +4,11 @@
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- description: each queue's quota (weight; capability, deserved and guarantee in
 --   nvidia.com/gpu) against what its pods held (GPU-equivalents per hour: mean, p95, max) and
---   used (held x GR activity), and how long its pods waited to be scheduled (p50/p95 s).
+--   used (held x GR activity), how long its pods waited to be scheduled (p50/p95 s), and the
+--   floors a resize must keep: the largest nvidia.com/gpu request of one pod (largest_pod_gpus)
+--   and of one gang (largest_gang_gpus: a PodGroup's minResources, or a Volcano Job's
+--   minAvailable pods at its largest per-pod request) among the queue's running, pending and
+--   recent (seen in the window) pods, PodGroups and Jobs.
 WITH hourly AS (
     SELECT cluster, queue, hour, sum(gpu_hours) AS held, sum(gpu_hours * coalesce(gr_active_avg, 0)) AS used
     FROM allocation_hourly
@@ -40,6 +44,41 @@ pending_now AS (
       AND coalesce(phase, 'Pending') = 'Pending'
     GROUP BY cluster, queue
 ),
+pod_need AS (
+    SELECT cluster, queue, max(gpu_request) AS largest_pod_gpus
+    FROM (SELECT cluster, queue, gpu_request FROM pod_gpu_allocations WHERE queue IS NOT NULL
+          UNION ALL
+          SELECT cluster, queue, gpu_request FROM pods
+          WHERE queue IS NOT NULL AND (node IS NULL OR node = '') AND coalesce(phase, 'Pending') = 'Pending')
+    GROUP BY ALL
+),
+recent AS (
+    SELECT cluster, min(window_start) AS since FROM analysis_window GROUP BY ALL
+),
+job_tasks AS (
+    SELECT v.cluster, v.queue, v.name, v.min_available,
+           unnest(CAST(v.tasks AS JSON[])) AS t
+    FROM vcjobs v JOIN recent r ON r.cluster = v.cluster
+    WHERE v.queue IS NOT NULL AND v.tasks IS NOT NULL AND coalesce(v.last_seen, r.since) >= r.since
+),
+job_need AS (
+    SELECT cluster, queue, name,
+           CASE WHEN any_value(min_available) IS NULL
+                     OR any_value(min_available) >= sum(coalesce(try_cast(t->>'replicas' AS DOUBLE), 1))
+                THEN sum(coalesce(try_cast(t->>'replicas' AS DOUBLE), 1) * coalesce(try_cast(t->>'gpus_per_pod' AS DOUBLE), 0))
+                ELSE any_value(min_available) * max(coalesce(try_cast(t->>'gpus_per_pod' AS DOUBLE), 0)) END AS gpus
+    FROM job_tasks
+    GROUP BY ALL
+),
+gang_need AS (
+    SELECT cluster, queue, max(gpus) AS largest_gang_gpus
+    FROM (SELECT pg.cluster, pg.queue, try_cast(json_extract_string(pg.min_resources, '$."nvidia.com/gpu"') AS DOUBLE) AS gpus
+          FROM podgroups pg JOIN recent r ON r.cluster = pg.cluster
+          WHERE pg.queue IS NOT NULL AND coalesce(pg.last_seen, r.since) >= r.since
+          UNION ALL
+          SELECT cluster, queue, gpus FROM job_need)
+    GROUP BY ALL
+),
 names AS (
     SELECT cluster, name AS queue FROM queues
     UNION SELECT cluster, queue FROM use
@@ -55,10 +94,14 @@ SELECT
     wait.pending_p50_s, wait.pending_p95_s,
     coalesce(pending_now.pending_pods, 0) AS pending_pods,
     q.weight / nullif(sum(q.weight) OVER (PARTITION BY names.cluster), 0) AS weight_share,
-    q.capability, q.deserved, q.guarantee
+    q.capability, q.deserved, q.guarantee,
+    coalesce(pod_need.largest_pod_gpus, 0) AS largest_pod_gpus,
+    coalesce(gang_need.largest_gang_gpus, 0) AS largest_gang_gpus
 FROM names
 LEFT JOIN queues q ON q.cluster = names.cluster AND q.name = names.queue
 LEFT JOIN use ON use.cluster = names.cluster AND use.queue = names.queue
 LEFT JOIN wait ON wait.cluster = names.cluster AND wait.queue = names.queue
+LEFT JOIN pod_need ON pod_need.cluster = names.cluster AND pod_need.queue = names.queue
+LEFT JOIN gang_need ON gang_need.cluster = names.cluster AND gang_need.queue = names.queue
 LEFT JOIN pending_now ON pending_now.cluster = names.cluster AND pending_now.queue = names.queue
 ORDER BY names.cluster, names.queue

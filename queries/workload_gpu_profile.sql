@@ -4,11 +4,19 @@
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: namespace VARCHAR = NULL -- only this namespace
 -- description: how each workload uses the GPUs it holds: GPU-hours allocated and their list
---   cost; GR and SM activity mean, p50/p95/p99 and max over samples (0..1; on a MIG instance
---   relative to the instance); framebuffer used p95/p99/max (MiB) and the GPU's memory;
---   active fraction (share of samples above 5 % GR active); diurnal swing of the hour-of-day
---   profile ((max - min) / mean); pod runtimes of finished pods; GPU model, pool, capacity
---   type, queue and whether it is production. The input of every rule.
+--   cost, and how they split over nodes (node_gpu_hours); GR and SM activity mean, p50/p95/p99
+--   and max over samples (0..1; on a MIG instance relative to the instance); the peak-aware
+--   figure peak_p95: the p95 over steps of the per-step max of GR and SM activity (a
+--   short-window p95 at the step step_s; max_pushed_down when the source gave a max within
+--   each step, e.g. max_over_time, rather than one sample per step); the statistics come from
+--   workload_sample_stats (the sample_stats macro) or, with since/until, from the raw samples
+--   of that window; framebuffer used p95/p99/max (MiB) and
+--   the GPU's memory; active fraction (share of samples above 5 % GR active); diurnal swing of
+--   the hour-of-day profile ((max - min) / mean) and the UTC hours active on at least half of
+--   the days seen (and at least two; recurring_hours_utc) with the active hours outside them
+--   (stray_active_hours); pod runtimes of finished pods; GPU model, pool, capacity type, queue,
+--   and the priority class, labels and annotations the production classifier reads.
+--   The input of every rule.
 WITH a AS (
     SELECT * FROM allocation_hourly
     WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP) AND ($namespace IS NULL OR namespace = $namespace)
@@ -24,7 +32,6 @@ alloc AS (
         mode(capacity_type) AS capacity_type,
         mode(instance_type) AS instance_type,
         mode(zone) AS zone,
-        bool_or(production) AS production,
         count(DISTINCT uid) AS pods,
         max(gpus) AS gpus_per_pod,
         max(gpu_request) AS gpu_request_per_pod,
@@ -39,51 +46,68 @@ alloc AS (
     FROM a
     GROUP BY cluster, namespace, workload_kind, workload
 ),
+by_node AS (
+    SELECT cluster, namespace, workload_kind, workload,
+           list({'node': node, 'gpu_hours': gh, 'cost_usd': usd} ORDER BY node) AS node_gpu_hours
+    FROM (SELECT cluster, namespace, workload_kind, workload, node, sum(gpu_hours) AS gh, sum(list_usd) AS usd
+          FROM a GROUP BY ALL)
+    GROUP BY ALL
+),
 names AS (
     SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
     FROM pod_gpu_allocations
     WHERE ($namespace IS NULL OR namespace = $namespace)
     GROUP BY cluster, namespace, pod
 ),
-s AS (
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.gr_active, g.gr_active_max,
-           g.sm_active, g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib
-    FROM gpu_samples g
-    JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
-    WHERE g.pod <> ''  -- unallocated GPUs have no workload: skip them before the join
-      AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
+meta AS (
+    -- what the production classifier reads: the newest pod's labels and annotations
+    SELECT cluster, namespace, workload_kind, workload, mode(priority_class) AS priority_class,
+           arg_max(labels, start_ts) AS labels, arg_max(annotations, start_ts) AS annotations
+    FROM pod_gpu_allocations
+    WHERE ($namespace IS NULL OR namespace = $namespace)
+    GROUP BY ALL
 ),
 st AS (
-    -- one sort per measure: list quantiles share it
-    SELECT
-        cluster, namespace, workload_kind, workload,
-        count(*) AS samples,
-        avg(gr_active) AS gr_mean,
-        quantile_cont(gr_active, [0.5, 0.95, 0.99]) AS grq,
-        max(gr_active_max) AS gr_max,
-        avg(sm_active) AS sm_mean,
-        quantile_cont(sm_active, [0.95, 0.99]) AS smq,
-        max(sm_active_max) AS sm_max,
-        quantile_cont(fb_used_mib, [0.95, 0.99]) AS fbq,
-        max(fb_used_max_mib) AS fb_max_mib,
-        max(fb_used_mib + fb_free_mib) AS gpu_memory_mib,
-        avg(CASE WHEN gr_active > 0.05 THEN 1.0 ELSE 0.0 END) AS active_fraction
-    FROM s
-    GROUP BY cluster, namespace, workload_kind, workload
+    -- the sample statistics (macro sample_stats, migration 006): over everything loaded from the
+    -- materialized workload_sample_stats, else over the window (the branch not taken is empty)
+    SELECT cluster, namespace, workload_kind, workload, st FROM workload_sample_stats
+    WHERE $since IS NULL AND $until IS NULL AND ($namespace IS NULL OR namespace = $namespace)
+    UNION ALL
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload,
+           sample_stats(g.gr_active, g.gr_active_max, g.sm_active, g.sm_active_max, g.fb_used_mib,
+                        g.fb_used_max_mib, g.fb_free_mib, g.step_s) AS st
+    FROM gpu_samples g
+    JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
+    WHERE NOT ($since IS NULL AND $until IS NULL) AND g.pod <> ''
+      AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
+    GROUP BY n.cluster, n.namespace, n.workload_kind, n.workload
 ),
-hod AS (
+hod_day AS (
     -- the hour-of-day profile from the hourly rollup (time-weighted), not from raw samples
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, hour(h.hour) AS hod,
-           sum(h.gr_active_avg * h.covered_s) / nullif(sum(h.covered_s), 0) AS g
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, hour(h.hour) AS hod, date_trunc('day', h.hour) AS day,
+           sum(h.gr_active_avg * h.covered_s) AS gs, sum(h.covered_s) AS cs
     FROM gpu_hourly h
     JOIN names n ON n.cluster = h.cluster AND n.namespace = h.namespace AND n.pod = h.pod
     WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
+hod AS (
+    SELECT cluster, namespace, workload_kind, workload, hod,
+           sum(gs) / nullif(sum(cs), 0) AS g,
+           count(*) AS days_seen,
+           count(*) FILTER (WHERE gs / nullif(cs, 0) > 0.05) AS days_active
+    FROM hod_day
+    GROUP BY ALL
+),
 diurnal AS (
     SELECT cluster, namespace, workload_kind, workload,
            (max(g) - min(g)) / nullif(avg(g), 0) AS diurnal_swing,
-           arg_max(hod, g) AS peak_hour_utc
+           arg_max(hod, g) AS peak_hour_utc,
+           coalesce(list(hod ORDER BY hod) FILTER (WHERE days_active >= 2 AND days_active >= 0.5 * days_seen),
+                    []::INTEGER[]) AS recurring_hours_utc,
+           coalesce(sum(days_active) FILTER (WHERE NOT (days_active >= 2 AND days_active >= 0.5 * days_seen)), 0)
+               AS stray_active_hours,
+           max(days_seen) AS days_observed
     FROM hod
     GROUP BY ALL
 ),
@@ -101,14 +125,19 @@ rt AS (
 )
 SELECT
     alloc.*,
-    st.samples, st.gr_mean, st.grq[1] AS gr_p50, st.grq[2] AS gr_p95, st.grq[3] AS gr_p99, st.gr_max,
-    st.sm_mean, st.smq[1] AS sm_p95, st.smq[2] AS sm_p99, st.sm_max,
-    st.fbq[1] AS fb_p95_mib, st.fbq[2] AS fb_p99_mib, st.fb_max_mib,
-    coalesce(st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
-    st.active_fraction,
-    diurnal.diurnal_swing, diurnal.peak_hour_utc,
+    meta.priority_class, meta.labels, meta.annotations, by_node.node_gpu_hours,
+    st.st.samples, st.st.gr_mean, st.st.grq[1] AS gr_p50, st.st.grq[2] AS gr_p95, st.st.grq[3] AS gr_p99,
+    st.st.gr_max, st.st.sm_mean, st.st.smq[1] AS sm_p95, st.st.smq[2] AS sm_p99, st.st.sm_max,
+    st.st.peak_p95, st.st.step_s, st.st.max_pushed_down,
+    st.st.fbq[1] AS fb_p95_mib, st.st.fbq[2] AS fb_p99_mib, st.st.fb_max_mib,
+    coalesce(st.st.gpu_memory_mib, gm.memory_mib) AS gpu_memory_mib,
+    st.st.active_fraction,
+    diurnal.diurnal_swing, diurnal.peak_hour_utc, diurnal.recurring_hours_utc, diurnal.stray_active_hours,
+    diurnal.days_observed,
     rt.finished_pods, rt.runtime_p50_s, rt.runtime_p90_s, rt.pending_p95_s
 FROM alloc
+LEFT JOIN meta USING (cluster, namespace, workload_kind, workload)
+LEFT JOIN by_node USING (cluster, namespace, workload_kind, workload)
 LEFT JOIN st USING (cluster, namespace, workload_kind, workload)
 LEFT JOIN diurnal USING (cluster, namespace, workload_kind, workload)
 LEFT JOIN rt USING (cluster, namespace, workload_kind, workload)

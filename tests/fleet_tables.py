@@ -25,6 +25,7 @@ class MiniFleet:
     samples: list[dict[str, Any]] = field(default_factory=list)
     prices: list[dict[str, Any]] = field(default_factory=list)
     queues: list[dict[str, Any]] = field(default_factory=list)
+    podgroups: list[dict[str, Any]] = field(default_factory=list)
 
     def node(self, name: str, instance_type: str, gpu_model: str, gpus: int, *, capacity_type: str = "on-demand",
              pool: str = "pool", zone: str = "z1", mig_config: str | None = None,
@@ -51,15 +52,23 @@ class MiniFleet:
 
     def series(self, node: str, gpu: int, pod: str, namespace: str, gr: float, *, start: datetime = T0,
                end: datetime, fb_mib: float = 1000.0, mem_mib: float = 81559.0, mig_instance: int = -1,
-               mig_profile: str = "", sm: float | None = None) -> None:
+               mig_profile: str = "", sm: float | None = None, gr_max: float | None = None,
+               fb_max_mib: float | None = None, active_hours: set[int] | None = None,
+               model_name: str = "NVIDIA H100 80GB HBM3") -> None:
+        """Flat series; ``gr_max``/``fb_max_mib`` are the per-step maxima (as ``max_over_time``
+        gives them), ``active_hours`` the UTC hours the activity runs (0 at the others)."""
         t = start
         while t < end:
+            on = active_hours is None or t.hour in active_hours
+            g, gm = (gr, gr if gr_max is None else gr_max) if on else (0.0, 0.0)
+            s = (gr if sm is None else sm) if on else 0.0
             self.samples.append(dict(
                 cluster=self.cluster, ts=t, gpu_uuid=f"GPU-{node}-{gpu}", mig_instance=mig_instance,
-                mig_profile=mig_profile, node=node, gpu_index=gpu, model_name="NVIDIA H100 80GB HBM3",
-                namespace=namespace, pod=pod, container="c" if pod else "", gr_active=gr, gr_active_max=gr,
-                sm_active=gr if sm is None else sm, sm_active_max=gr if sm is None else sm,
-                gpu_util=None if mig_instance >= 0 else gr * 100, fb_used_mib=fb_mib, fb_used_max_mib=fb_mib,
+                mig_profile=mig_profile, node=node, gpu_index=gpu, model_name=model_name,
+                namespace=namespace, pod=pod, container="c" if pod else "", gr_active=g, gr_active_max=gm,
+                sm_active=s, sm_active_max=max(s, gm if sm is None else s),
+                gpu_util=None if mig_instance >= 0 else g * 100, fb_used_mib=fb_mib,
+                fb_used_max_mib=fb_mib if fb_max_mib is None else fb_max_mib,
                 fb_free_mib=mem_mib - fb_mib, power_w=100.0, step_s=STEP))
             t += timedelta(seconds=STEP)
 
@@ -80,6 +89,14 @@ class MiniFleet:
                                 deserved=rl(deserved), guarantee=rl(guarantee), capability_gpu=capability,
                                 deserved_gpu=deserved, guarantee_gpu=guarantee, reclaimable=True, state="Open"))
 
+    def podgroup(self, name: str, namespace: str = "ns", *, queue: str | None = None, min_member: int = 1,
+                 gpus: float | None = None) -> None:
+        import json
+
+        self.podgroups.append(dict(cluster=self.cluster, namespace=namespace, name=name, queue=queue,
+                                   min_member=min_member, phase="Running",
+                                   min_resources=None if gpus is None else json.dumps({"nvidia.com/gpu": gpus})))
+
     def load(self, wh: Warehouse) -> None:
         with wh.transaction() as con:
             if self.nodes:
@@ -93,5 +110,8 @@ class MiniFleet:
                 wh.merge("prices", pl.DataFrame(self.prices), ["catalog", "instance_type", "gpu_model"], con=con)
             if self.queues:
                 wh.merge("queues", pl.DataFrame(self.queues), ["cluster", "name"], con=con)
+            if self.podgroups:
+                wh.merge("podgroups", pl.DataFrame(self.podgroups, infer_schema_length=None),
+                         ["cluster", "namespace", "name"], con=con)
             if self.samples:
                 rebuild_gpu_hourly(con, pl.DataFrame(self.samples))

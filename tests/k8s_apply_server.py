@@ -7,7 +7,19 @@ Builds on :class:`tests.k8s_server.FakeKubeAPI` (GET, lists, discovery, request 
   ``application/merge-patch+json`` and ``application/json-patch+json``;
 * ``dryRun=All`` on every write (validated, nothing stored);
 * ``DELETE``, and ``POST .../pods/{name}/eviction`` (listed in discovery as ``pods/eviction``);
-* resourceVersion / generation bookkeeping, and CRD schema validation (422) when given CRDs;
+* resourceVersion / generation bookkeeping, and optimistic concurrency: a write carrying a
+  ``metadata.resourceVersion`` that is not the current one is a 409 conflict;
+* what kube-apiserver and the admission webhooks installed with the charts refuse, for the
+  objects gpuinsight writes (422, or 403 for a webhook denial): every core object against the
+  Kubernetes OpenAPI schema (strict) and every custom one against its CRD schema when given CRDs;
+  extended resources (requests equal limits, a limit present, integers); immutable fields
+  (Deployment/StatefulSet selectors, StatefulSet spec fields other than the template and
+  friends, a Pod's spec but image and added tolerations, an immutable ConfigMap's data); the
+  Volcano Job webhook (no spec change but ``minAvailable`` and task ``replicas``); KEDA's
+  webhook (one ScaledObject per workload); what the KubeRay controller and KEDA refuse in a spec
+  (``gpuinsight.actions.validate.OPERATOR_RULES``, through ``validate_object``);
+* a scheduling model (:func:`unschedulable`): would a pod template fit a node (its labels,
+  taints, extended resources), counting the nodes a Karpenter NodePool would launch;
 * fault injection: ``api.fault("PATCH", "/queues/", 403)`` (optionally only for real or only
   for dry-run requests, and only N times).
 
@@ -40,7 +52,7 @@ from gpuinsight.actions.patching import (
     norm,
     truncate_at_list,
 )
-from gpuinsight.actions.validate import CrdSchemas, check_core
+from gpuinsight.actions.validate import CrdSchemas, validate_object
 from tests.k8s_server import FakeKubeAPI, Reply, Resource, _Handler, status_body
 
 EXTRA = {
@@ -55,12 +67,20 @@ NO_GENERATION = ("Node", "ConfigMap", "Pod")
 _SCHEMAS: dict[str, CrdSchemas] = {}
 
 
-def schemas_for(crd_dir: str | Path) -> CrdSchemas:
-    """CRD schemas, parsed once per test session."""
-    key = str(Path(crd_dir).resolve())
-    if key not in _SCHEMAS:
-        _SCHEMAS[key] = CrdSchemas(crd_dir)
-    return _SCHEMAS[key]
+def schemas_for(crd_dir: str | Path | tuple[str | Path, ...]) -> CrdSchemas:
+    """CRD schemas of one directory, or of several together; each directory is parsed once per
+    test session (the KubeRay CRDs take seconds)."""
+    parts = []
+    for d in crd_dir if isinstance(crd_dir, tuple) else (crd_dir,):
+        key = str(Path(d).resolve())
+        if key not in _SCHEMAS:
+            _SCHEMAS[key] = CrdSchemas(d)
+        parts.append(_SCHEMAS[key])
+    if len(parts) == 1:
+        return parts[0]
+    merged = copy.copy(parts[0])
+    merged.validators = {k: v for p in parts for k, v in p.validators.items()}
+    return merged
 
 
 @dataclass
@@ -75,7 +95,7 @@ class Fault:
 
 
 class ApplyKubeAPI(FakeKubeAPI):
-    def __init__(self, *, crd_dir: str | Path | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, crd_dir: str | Path | tuple[str | Path, ...] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.resources.update(EXTRA)
         self.schemas = schemas_for(crd_dir) if crd_dir else None
@@ -208,7 +228,7 @@ class ApplyKubeAPI(FakeKubeAPI):
             if "fieldManager" not in query:
                 return Reply(400, status_body(400, "BadRequest", "fieldManager is required for apply patch"))
             force = (query.get("force") or ["false"])[0] == "true"
-            leaves = [truncate_at_list(p) for p in leaf_pointers(cfg)]
+            leaves = [truncate_at_list(p) for p in leaf_pointers(cfg) if p != "/metadata/resourceVersion"]
             clashes = [p for p in leaves if owners.get(p, manager) != manager
                        and norm(get(current, p)) != norm(get(cfg, p))]
             if clashes and not force:
@@ -222,7 +242,7 @@ class ApplyKubeAPI(FakeKubeAPI):
             return self._not_found(res, name)
         elif content_type.startswith("application/merge-patch+json"):
             result = merge_patch(current, body)
-            touched = [truncate_at_list(p) for p in leaf_pointers(body)]
+            touched = [truncate_at_list(p) for p in leaf_pointers(body) if p != "/metadata/resourceVersion"]
         elif content_type.startswith("application/json-patch+json"):
             try:
                 result = json_patch(current, body)
@@ -237,9 +257,18 @@ class ApplyKubeAPI(FakeKubeAPI):
         meta["name"] = name
         if res.namespaced:
             meta["namespace"] = namespace
-        errors = check_core(result)
-        if self.schemas and (res.api_version, res.kind) in self.schemas.validators:
-            errors += self.schemas.validate(result)
+        asked = meta.get("resourceVersion")
+        if current is not None and asked is not None and asked != current["metadata"].get("resourceVersion"):
+            return Reply(409, status_body(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": '
+                                                           f"the object has been modified; please apply your "
+                                                           f"changes to the latest version and try again"))
+        if current is None and asked is not None:
+            return self._not_found(res, name)
+        denied = webhook_denial(res.kind, current, result) or self.keda_denial(res, namespace, result)
+        if denied:
+            return Reply(403, status_body(403, "Forbidden", denied))
+        errors = immutable_errors(res.kind, current, result)
+        errors += validate_object(result, self.schemas)
         if errors:
             return Reply(422, status_body(422, "Invalid", "; ".join(errors)))
         if dry:
@@ -260,6 +289,22 @@ class ApplyKubeAPI(FakeKubeAPI):
             self._bucket(res)[index] = result
         return Reply(201 if index is None else 200, result)
 
+    def keda_denial(self, res: Resource, namespace: str | None, result: dict[str, Any]) -> str | None:
+        """KEDA's admission webhook: one ScaledObject per workload (a second would fight the first
+        over the HPA)."""
+        if res.kind != "ScaledObject":
+            return None
+        target = get(result, "/spec/scaleTargetRef") or {}
+        kind = target.get("kind") or "Deployment"
+        for other in self._items(res, namespace):
+            theirs = get(other, "/spec/scaleTargetRef") or {}
+            if other["metadata"]["name"] != result["metadata"]["name"] and theirs.get("name") == target.get(
+                    "name") and (theirs.get("kind") or "Deployment") == kind:
+                return (f'admission webhook "vscaledobject.kb.io" denied the request: the workload '
+                        f"'{target.get('name')}' of type '{kind}' is already managed by the ScaledObject "
+                        f"'{other['metadata']['name']}'")
+        return None
+
     def _delete(self, res: Resource, namespace: str | None, name: str, dry: bool) -> Reply:
         index = self._find(res, namespace, name)
         if index is None:
@@ -278,6 +323,137 @@ class ApplyKubeAPI(FakeKubeAPI):
             if not dry:
                 self._bucket(res).pop(index)
         return Reply(201, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+
+# -- what the real API server and the charts' webhooks refuse ----------------------------------
+STATEFULSET_MUTABLE = ("replicas", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+                       "minReadySeconds", "ordinals", "revisionHistoryLimit")
+VOLCANO_JOB_MUTABLE = ("minAvailable", "priorityClassName")
+VOLCANO_TASK_MUTABLE = ("replicas", "minAvailable")
+
+
+def _without(doc: Any, keys: tuple[str, ...]) -> Any:
+    return {k: v for k, v in (doc or {}).items() if k not in keys}
+
+
+def immutable_errors(kind: str, current: dict[str, Any] | None, result: dict[str, Any]) -> list[str]:
+    """kube-apiserver's update validation of the fields gpuinsight could touch."""
+    if current is None:
+        return []
+    old, new = current.get("spec") or {}, result.get("spec") or {}
+    errors = []
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet") and old.get("selector") != new.get("selector"):
+        errors.append(f"spec.selector: Invalid value: {new.get('selector')}: field is immutable")
+    if kind == "StatefulSet" and _without(old, STATEFULSET_MUTABLE) != _without(new, STATEFULSET_MUTABLE):
+        errors.append("spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                      "'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' "
+                      "and 'minReadySeconds' are forbidden")
+    if kind == "Pod":
+        def strip(spec: dict[str, Any]) -> dict[str, Any]:
+            out = copy.deepcopy(_without(spec, ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")))
+            for section in ("containers", "initContainers"):
+                for c in out.get(section) or []:
+                    c.pop("image", None)
+            return out
+
+        old_tol, new_tol = old.get("tolerations") or [], new.get("tolerations") or []
+        if strip(old) != strip(new) or any(t not in new_tol for t in old_tol):
+            errors.append("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                          "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only "
+                          "additions to existing tolerations) or `spec.terminationGracePeriodSeconds`")
+    if kind == "ConfigMap" and current.get("immutable") and (
+            current.get("data") != result.get("data") or result.get("immutable") is not True):
+        errors.append("data: Forbidden: field is immutable when `immutable` is set")
+    if kind == "Node":
+        for key in ("podCIDR", "providerID"):
+            if old.get(key) and old.get(key) != new.get(key):
+                errors.append(f"spec.{key}: Forbidden: {key} may not be changed once set")
+    return errors
+
+
+def webhook_denial(kind: str, current: dict[str, Any] | None, result: dict[str, Any]) -> str | None:
+    """Volcano's validating webhook on Job updates (volcano-admission, installed by the chart)."""
+    if kind != "Job" or current is None or not str(result.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        return None
+    old, new = current.get("spec") or {}, result.get("spec") or {}
+    old_tasks, new_tasks = old.get("tasks") or [], new.get("tasks") or []
+    prefix = 'admission webhook "validatejob.volcano.sh" denied the request: '
+    if len(old_tasks) != len(new_tasks):
+        return prefix + "job updates may not add or remove tasks"
+    same = _without(old, (*VOLCANO_JOB_MUTABLE, "tasks")) == _without(new, (*VOLCANO_JOB_MUTABLE, "tasks")) and all(
+        _without(a, VOLCANO_TASK_MUTABLE) == _without(b, VOLCANO_TASK_MUTABLE) for a, b in zip(old_tasks, new_tasks,
+                                                                                                strict=True))
+    if not same:
+        return prefix + "job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec`"
+    return None
+
+
+# -- the scheduling model ------------------------------------------------------------------------
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """The scheduler's ToleratesTaint."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return True
+    return bool(toleration.get("key")) and toleration.get("value", "") == taint.get("value", "")
+
+
+def _mig_resources(labels: dict[str, str]) -> set[str]:
+    """What mig-manager exposes for a node's ``nvidia.com/mig.config`` layout (``all-1g.10gb``)."""
+    layout = labels.get("nvidia.com/mig.config") or ""
+    return {f"nvidia.com/mig-{m}" for m in re.findall(r"[1-7]g\.[0-9]+gb", layout)}
+
+
+def candidate_nodes(api: ApplyKubeAPI) -> list[tuple[str, dict[str, str], list[dict[str, Any]], set[str]]]:
+    """(name, labels, taints, extended resources) of every node a pod could land on: the Nodes,
+    and for each Karpenter NodePool the node it would launch (labels from its template and its
+    single-valued requirements; GPU resources of its kind)."""
+    out = []
+    with api.lock:
+        nodes = copy.deepcopy(api.objects.get(("", "v1", "nodes"), []))
+        pools = copy.deepcopy(api.objects.get(("karpenter.sh", "v1", "nodepools"), []))
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        capacity = set((node.get("status") or {}).get("capacity") or {}) | _mig_resources(labels)
+        if node["spec"].get("unschedulable"):
+            continue
+        out.append((node["metadata"]["name"], labels, node["spec"].get("taints") or [], capacity))
+    for pool in pools:
+        tmpl = get(pool, "/spec/template") or {}
+        labels = {**((tmpl.get("metadata") or {}).get("labels") or {}), "karpenter.sh/nodepool": pool["metadata"]["name"]}
+        for req in get(tmpl, "/spec/requirements") or []:
+            if req.get("operator") == "In" and len(req.get("values") or []) == 1:
+                labels[req["key"]] = req["values"][0]
+        out.append((f"(new node of NodePool {pool['metadata']['name']})", labels, get(tmpl, "/spec/taints") or [],
+                    {"nvidia.com/gpu"}))
+    return out
+
+
+def unschedulable(api: ApplyKubeAPI, pod_spec: dict[str, Any]) -> str | None:
+    """None when some node fits the pod spec (node selector, taints with effect NoSchedule or
+    NoExecute, extended resources), else why none does (the scheduler's FailedScheduling)."""
+    selector = pod_spec.get("nodeSelector") or {}
+    tolerations = pod_spec.get("tolerations") or []
+    wanted = {name for c in pod_spec.get("containers") or []
+              for section in ("limits", "requests") for name in ((c.get("resources") or {}).get(section) or {})
+              if "/" in name}
+    reasons = []
+    for name, labels, taints, capacity in candidate_nodes(api):
+        if any(labels.get(k) != v for k, v in selector.items()):
+            reasons.append(f"{name}: node selector")
+            continue
+        bad = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")
+               and not any(tolerates(tol, t) for tol in tolerations)]
+        if bad:
+            reasons.append(f"{name}: untolerated taint {bad[0].get('key')}")
+            continue
+        if wanted - capacity:
+            reasons.append(f"{name}: no {sorted(wanted - capacity)[0]}")
+            continue
+        return None
+    return "0 nodes are available: " + "; ".join(reasons)
 
 
 # -- the small GPU cluster the action tests use ---------------------------------------------------

@@ -58,6 +58,12 @@ VOLCANO = {
     "vcjobs": Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", True),
 }
 KARPENTER = {"nodepools": Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)}
+KUBERAY = {
+    "rayclusters": Resource("ray.io", "v1", "rayclusters", "RayCluster", True),
+    "rayjobs": Resource("ray.io", "v1", "rayjobs", "RayJob", True),
+    "rayservices": Resource("ray.io", "v1", "rayservices", "RayService", True),
+}
+KEDA = {"scaledobjects": Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", True)}
 
 
 @dataclass
@@ -85,7 +91,8 @@ def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
 class FakeKubeAPI:
     """Holds objects and answers requests; the HTTP plumbing is :class:`_Handler`."""
 
-    def __init__(self, *, token: str | None = "test-token", crds: tuple[str, ...] = ("volcano", "karpenter"),
+    def __init__(self, *, token: str | None = "test-token",
+                 crds: tuple[str, ...] = ("volcano", "karpenter", "kuberay", "keda"),
                  page_size_cap: int | None = None) -> None:
         self.token = token
         self.resources: dict[str, Resource] = dict(CORE)
@@ -93,6 +100,10 @@ class FakeKubeAPI:
             self.resources.update(VOLCANO)
         if "karpenter" in crds:
             self.resources.update(KARPENTER)
+        if "kuberay" in crds:
+            self.resources.update(KUBERAY)
+        if "keda" in crds:
+            self.resources.update(KEDA)
         self.objects: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self.failures: dict[str, tuple[int, str]] = {}
         self.requests: list[RequestRecord] = []

@@ -17,10 +17,12 @@ import pytest
 
 from gpuinsight.actions import ApplyFailed, Kube, apply_plan, attach_actions, rollback
 from gpuinsight.actions.audit import rows
+from gpuinsight.actions.patching import json_patch
+from gpuinsight.actions.validate import validate_action
 from gpuinsight.errors import BadInput, NotFound
 from gpuinsight.rules.base import Plan, Recommendation
 from gpuinsight.warehouse import Warehouse
-from tests.k8s_apply_server import ApplyKubeAPI, live_state, seeded
+from tests.k8s_apply_server import ApplyKubeAPI, live_state, schemas_for, seeded
 from tests.test_actions_builders import CRDS, all_recs, binpack_rec, idle_rec, mig_rec, queue_rec
 
 PHASE_OF_PATH = [("/configmaps/", 0), ("/queues/", 0), ("/nodepools/", 1), ("/nodes/", 2), ("/deployments/", 3),
@@ -100,7 +102,20 @@ def test_apply_dry_runs_everything_first_then_applies_in_order_and_rolls_back(ap
     audit = rows(wh, plan.plan_id)
     assert [r["status"] for r in audit] == ["applied"] * len(result.steps) == ["applied"] * len(audit)
     queue_row = next(r for r in audit if r["target"] == "Queue/research")
-    assert queue_row["previous"]["spec"]["weight"] == 4 and queue_row["operation"] == "apply"
+    assert queue_row["operation"] == "apply"
+    assert queue_row["previous"]["fields"] == {"/spec/weight": 4, "/spec/capability/nvidia.com~1gpu": 32,
+                                               "/spec/deserved/nvidia.com~1gpu": 24}  # only what the change touches
+    assert queue_row["applied"]["after"]["/spec/weight"] == 1
+    mig_row = next(r for r in audit if r["target"] == "Deployment/prod-inference/recsys-ranker")
+    assert set(mig_row["previous"]["fields"]) == {
+        f"/spec/template/spec/containers/1/resources/{s}/nvidia.com~1{r}" for s in ("limits", "requests")
+        for r in ("gpu",)}, "one container's GPU fields, not the containers (their env, other containers)"
+    assert mig_row["previous"]["absent"] == sorted(
+        ["/spec/template/spec/nodeSelector", "/spec/template/spec/containers/1/resources/limits/nvidia.com~1mig-1g.10gb",
+         "/spec/template/spec/containers/1/resources/requests/nvidia.com~1mig-1g.10gb"])
+    # a submitted Volcano Job is not patched: its spot change is a patch for its manifest
+    assert api.get_obj("vcjobs", "training", "llm-train") == {**before[("jobs", "training", "llm-train")],
+                                                              "metadata": api.get_obj("vcjobs", "training", "llm-train")["metadata"]}
     assert next(r for r in audit if r["target"] == "NodePool/gpu-h100-spot")["previous"] is None
     stored = wh.sql("SELECT count(*) AS n FROM recommendations WHERE plan_id = ?", [plan.plan_id]).item()
     assert stored == len(plan.recommendations)
@@ -126,6 +141,40 @@ def test_apply_dry_runs_everything_first_then_applies_in_order_and_rolls_back(ap
     assert [r["status"] for r in rows(wh, plan.plan_id) if r["operation"] == "drain"] == ["irreversible"]
     with pytest.raises(NotFound, match="nothing applied to roll back"):
         rollback(plan.plan_id, Kube(api.client()), wh)
+
+
+def test_changes_to_a_submitted_volcano_job_are_for_its_manifest(api: ApplyKubeAPI, wh: Warehouse) -> None:
+    """MIG, sharing and idle findings on a Volcano Job: its webhook refuses every spec change but
+    minAvailable and replicas, so the job's step is a patch for its manifest (or a note) and the
+    apply changes only the node and the device-plugin config, through the strict server."""
+    job = {"kind": "VolcanoJob", "namespace": "training", "name": "llm-train"}
+    mig = mig_rec()
+    mig.target, mig.namespace, mig.workload = job, "training", "llm-train"
+    group = [job, {"kind": "Deployment", "namespace": "prod-search", "name": "embedder"}]
+    mps = Recommendation(rule="mps", title="share an L4", namespace="training", workload="llm-train",
+                         target={"kind": "SharedGroup", "workloads": group, "member": job},
+                         proposed={"sharing": "mps", "replicas": 2, "node": "l4-1", "config_name": "mps-2x"})
+    plan = make_plan(api, [mig, mps, idle_rec("VolcanoJob", "training", "llm-train")])
+    before = snapshot(api)
+    manifest = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", **before[("jobs", "training", "llm-train")]}
+    result = apply_plan(plan, Kube(api.client()), wh)
+    assert [s.target for s in result.steps] == ["ConfigMap/gpu-operator/device-plugin-config", "Node/h100-1",
+                                                "Node/l4-1"]
+    assert snapshot(api)[("jobs", "training", "llm-train")] == before[("jobs", "training", "llm-train")]
+    assert api.get_obj("nodes", None, "h100-1")["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
+    mig_step, pin, idle = (next(a for a in r.actions if a["target"] == "VolcanoJob/training/llm-train")
+                           for r in plan.recommendations)
+    assert mig_step["type"] == pin["type"] == "manifest-patch" and "resubmit" in mig_step["description"]
+    worker = json_patch(manifest, mig_step["patch"])["spec"]["tasks"][0]["template"]["spec"]
+    assert worker["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-1g.10gb": 4},
+                                                    "requests": {"nvidia.com/mig-1g.10gb": 4}}
+    assert worker["nodeSelector"] == {"nvidia.com/mig.config": "all-1g.10gb"}
+    shared = json_patch(manifest, pin["patch"])["spec"]["tasks"][0]["template"]["spec"]
+    assert shared["nodeSelector"] == {"nvidia.com/device-plugin.config": "mps-2x"}
+    schemas = schemas_for(CRDS)
+    assert validate_action(mig_step, schemas, manifest) == validate_action(pin, schemas, manifest) == []
+    assert idle["type"] == "note" and "vcctl job suspend -n training -N llm-train" in idle["message"]
+    assert "kubectl get vcjob -n training llm-train -o yaml > llm-train.yaml" in idle["message"]
 
 
 def test_a_conflict_in_the_dry_run_changes_nothing(api: ApplyKubeAPI, wh: Warehouse) -> None:
@@ -261,7 +310,8 @@ def test_the_rbac_roles_cover_exactly_what_collect_and_apply_do(api: ApplyKubeAP
     assert {(g, res) for r in collect["rules"] for g in r["apiGroups"] for res in r["resources"]} == {
         ("", "nodes"), ("", "pods"), ("", "events"), ("policy", "poddisruptionbudgets"),
         ("scheduling.volcano.sh", "queues"), ("scheduling.volcano.sh", "podgroups"), ("batch.volcano.sh", "jobs"),
-        ("karpenter.sh", "nodepools")}
+        ("karpenter.sh", "nodepools"), ("ray.io", "rayclusters"), ("ray.io", "rayjobs"), ("ray.io", "rayservices"),
+        ("keda.sh", "scaledobjects")}
     assert not {v for r in apply_role["rules"] for v in r["verbs"]} & {"*", "update", "deletecollection", "escalate"}
 
     plan = make_plan(api, all_recs())

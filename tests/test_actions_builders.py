@@ -17,11 +17,11 @@ import yaml
 from gpuinsight.actions import attach_actions, build_actions, ordered_actions
 from gpuinsight.actions.builders.binpack import allowed_disruptions, binpack_conf
 from gpuinsight.actions.model import ActionError, expected_after
-from gpuinsight.actions.patching import get, json_patch
+from gpuinsight.actions.patching import PatchError, get, json_patch
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.validate import CrdSchemas, check_core, validate_action
 from gpuinsight.rules.base import Plan, Recommendation
-from tests.k8s_apply_server import CHART_CONF, cluster_objects, schemas_for, seeded
+from tests.k8s_apply_server import CHART_CONF, cluster_objects, schemas_for, seeded, tolerates
 
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 
@@ -131,6 +131,23 @@ def test_mig_labels_the_node_and_swaps_the_gpu_for_a_slice(state: Any) -> None:
     assert check_core(node) == [] and node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
 
 
+def test_mig_slice_goes_into_requests_and_limits_of_every_gpu_container(state: Any) -> None:
+    # a container that only sets limits (requests default to them) gets the slice in both,
+    # and every container that asked for a whole GPU is changed, not only the first
+    ref = Ref("Deployment", "prod-inference", "recsys-ranker")
+    containers = get(state.get(ref), "/spec/template/spec/containers")
+    containers[1]["resources"].pop("requests")
+    containers.append({"name": "sidecar", "image": "s:1",
+                       "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}})
+    _, patch = build_actions(mig_rec(), state)
+    after = json_patch(state.get(ref), patch["patch"])
+    for c in get(after, "/spec/template/spec/containers")[1:]:
+        for section in ("limits", "requests"):
+            assert c["resources"][section]["nvidia.com/mig-1g.10gb"] == "1", (c["name"], section)
+            assert "nvidia.com/gpu" not in c["resources"][section]
+    assert check_core(after) == []  # requests equal limits for the extended resource
+
+
 def test_mig_leaves_a_node_that_already_runs_another_layout(state: Any) -> None:
     state.get(Ref("Node", None, "h100-1"))["metadata"]["labels"]["nvidia.com/mig.config"] = "all-balanced"
     note, patch = build_actions(mig_rec(), state)
@@ -156,9 +173,11 @@ def test_mps_configmap_label_and_pins(state: Any) -> None:
     assert check_core(expected_after(cm, state.get(Ref("ConfigMap", "gpu-operator", "device-plugin-config")))) == []
     assert label["labels"] == {"nvidia.com/device-plugin.config": "mps-2x"} and label["node"] == "l4-1"
     for pin, name in ((pin1, "query-encoder"), (pin2, "embedder")):
+        # the workload follows the sharing label, never a host name (issue 12.4)
         assert pin["object"] == {"apiVersion": "apps/v1", "kind": "Deployment",
                                  "metadata": {"name": name, "namespace": "prod-search"},
-                                 "spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": "l4-1"}}}}}
+                                 "spec": {"template": {"spec": {"nodeSelector": {
+                                     "nvidia.com/device-plugin.config": "mps-2x"}}}}}
         assert check_core(expected_after(pin, state.get(Ref("Deployment", "prod-search", name)))) == []
 
 
@@ -186,25 +205,82 @@ def test_idle_scales_to_zero_or_explains(state: Any) -> None:
 
 
 def test_spot_karpenter_pool_and_volcano_job_pin(state: Any, schemas: CrdSchemas) -> None:
+    job = state.get(Ref("VolcanoJob", "training", "llm-train"))
+    gpu_toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    job["spec"]["tasks"][0]["template"]["spec"]["tolerations"] = [gpu_toleration]
+    evaluator = copy.deepcopy(job["spec"]["tasks"][0])
+    evaluator["name"] = "eval"
+    evaluator["template"]["spec"]["tolerations"] = [
+        {"key": "dedicated", "value": "train", "effect": "NoExecute", "operator": "Equal"}, gpu_toleration]
+    job["spec"]["tasks"] += [evaluator, {"name": "ps", "replicas": 1, "template": {"spec": {
+        "containers": [{"name": "ps", "image": "llm:3", "resources": {"limits": {"cpu": "2"}}}]}}}]
     pool, pin, note = build_actions(spot_rec(), state)
     spec = pool["object"]["spec"]
     reqs = {r["key"]: r["values"] for r in spec["template"]["spec"]["requirements"]}
     assert reqs["karpenter.sh/capacity-type"] == ["spot"]
     assert reqs["node.kubernetes.io/instance-type"] == ["p5.48xlarge"]
     assert reqs["karpenter.k8s.aws/instance-gpu-name"] == ["h100"]  # copied from the on-demand pool
-    assert {"key": "gpuinsight.io/spot", "value": "true", "effect": "NoSchedule"} in spec["template"]["spec"]["taints"]
+    taints = spec["template"]["spec"]["taints"]
+    assert {"key": "gpuinsight.io/spot", "value": "true", "effect": "NoSchedule"} in taints
+    assert {"key": "nvidia.com/gpu", "effect": "NoSchedule"} in taints  # the source pool's taint is kept
     assert spec["limits"] == {"nvidia.com/gpu": "64"} and spec["weight"] == 20
     assert pool["observed"] == {"exists": False, "fields": {}}
     assert schemas.validate(pool["object"]) == []
-    job = state.get(Ref("VolcanoJob", "training", "llm-train"))
-    assert pin["patch"][0] == {"op": "test", "path": "/spec/tasks/0/name", "value": "worker"}
+    # a submitted Volcano Job's spec is immutable: the change is a patch for its manifest
+    assert pin["type"] == "manifest-patch" and "resubmit" in pin["description"]
     after = json_patch(job, pin["patch"])
-    tmpl = after["spec"]["tasks"][0]["template"]["spec"]
-    assert tmpl["nodeSelector"] == {"karpenter.sh/capacity-type": "spot"}
-    assert tmpl["tolerations"] == [{"key": "gpuinsight.io/spot", "operator": "Equal", "value": "true",
-                                    "effect": "NoSchedule"}]
-    assert schemas.validate(after) == [] and check_core(after) == []
+    spot = {"key": "gpuinsight.io/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    assert after["spec"]["tasks"][2] == job["spec"]["tasks"][2]  # the CPU-only task stays where it runs
+    for i, task in enumerate(after["spec"]["tasks"][:2]):  # every GPU task, each keeping its own tolerations
+        assert pin["patch"].count({"op": "test", "path": f"/spec/tasks/{i}/name", "value": task["name"]}) == 1
+        tmpl = task["template"]["spec"]
+        assert tmpl["nodeSelector"] == {"karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "gpu-h100-spot"}
+        assert tmpl["tolerations"] == job["spec"]["tasks"][i]["template"]["spec"]["tolerations"] + [spot]
+        assert all(any(tolerates(t, taint) for t in tmpl["tolerations"]) for taint in taints), task["name"]
+    assert validate_action(pin, schemas, job) == []
     assert note["type"] == "note"
+    drifted = copy.deepcopy(job)
+    drifted["spec"]["tasks"][1]["template"]["spec"]["tolerations"] = []
+    with pytest.raises(PatchError, match="test failed"):  # the patch refuses a manifest that changed since
+        json_patch(drifted, pin["patch"])
+
+
+def test_spot_deployment_keeps_its_tolerations_and_an_unobserved_spec_is_not_guessed(state: Any) -> None:
+    rec = spot_rec()
+    rec.target = {"kind": "Deployment", "namespace": "prod-search", "name": "embedder"}
+    dep = state.get(Ref("Deployment", "prod-search", "embedder"))
+    own = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    dep["spec"]["template"]["spec"]["tolerations"] = [own]
+    _, pin, _ = build_actions(rec, state)
+    assert pin["type"] == "k8s-apply"
+    after = expected_after(pin, dep)["spec"]["template"]["spec"]
+    assert after["tolerations"][0] == own and after["tolerations"][1]["key"] == "gpuinsight.io/spot"
+    assert after["nodeSelector"] == {"karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "gpu-h100-spot"}
+    assert pin["observed"]["fields"]["/spec/template/spec/tolerations"] == [own]
+    # what the warehouse keeps of a Volcano Job has no pod templates: no patch that would replace them
+    state.known["VolcanoJob/training/llm-train"] = ()
+    for task in state.get(Ref("VolcanoJob", "training", "llm-train"))["spec"]["tasks"]:
+        task.pop("template")
+    _, step, _ = build_actions(spot_rec(), state)
+    assert step["type"] == "note" and "spec was not observed" in step["message"]
+
+
+def test_pinning_never_replaces_tolerations_it_has_not_seen(state: Any) -> None:
+    """Server-side apply replaces ``tolerations`` as a whole: with the pod template unknown (what
+    the warehouse holds), pinning with a toleration is a note, never a list of only the new one;
+    a nodeSelector alone (a map, merged key by key) is still applied."""
+    from gpuinsight.actions.builders.common import pin_workload
+
+    ref = Ref("Deployment", "prod-search", "embedder")
+    state.known[ref.key] = ("/metadata",)  # seen, but not its pod template
+    toleration = {"key": "gpuinsight.io/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    step = pin_workload(state, ref, {"pool": "spot"}, [toleration], "run on spot")
+    assert step["type"] == "note" and "spec was not observed" in step["message"]
+    del state.objects[ref.key]  # not seen at all
+    assert pin_workload(state, ref, {"pool": "spot"}, [toleration], "run on spot")["type"] == "note"
+    only_selector = pin_workload(state, ref, {"pool": "spot"}, None, "share a GPU")
+    assert only_selector["type"] == "k8s-apply"
+    assert only_selector["object"]["spec"] == {"template": {"spec": {"nodeSelector": {"pool": "spot"}}}}
 
 
 def test_spot_needs_the_on_demand_pool(state: Any) -> None:
@@ -282,8 +358,8 @@ def test_every_emitted_object_validates(state: Any, schemas: CrdSchemas) -> None
     checked = set()
     for action in ordered_actions(plan):
         ref = {"k8s-label": lambda a: Ref("Node", None, a["node"]), "cordon": lambda a: Ref("Node", None, a["node"]),
-               "k8s-apply": lambda a: Ref.of(a["object"]), "k8s-patch": lambda a: Ref.from_dict(a["ref"])
-               }.get(action["type"])
+               "k8s-apply": lambda a: Ref.of(a["object"]), "k8s-patch": lambda a: Ref.from_dict(a["ref"]),
+               "manifest-patch": lambda a: Ref.from_dict(a["ref"])}.get(action["type"])
         if ref is None:
             continue
         base = copy.deepcopy(state.get(ref(action)))

@@ -90,7 +90,8 @@ def test_spot_node_group_created_scaled_and_rolled_back(api: ApplyKubeAPI, eks: 
     assert create["copy_from"] == OD
     assert scale["call"] == "update_nodegroup_config"
     assert scale["args"]["scalingConfig"] == {"minSize": 2, "desiredSize": 3}  # a100-1 only ran bert-train
-    assert pin["object"]["spec"]["template"]["spec"]["nodeSelector"] == {"eks.amazonaws.com/capacityType": "SPOT"}
+    assert pin["object"]["spec"]["template"]["spec"]["nodeSelector"] == {"eks.amazonaws.com/capacityType": "SPOT",
+                                                                          "eks.amazonaws.com/nodegroup": SPOT}
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         with pytest.raises(BadInput, match="EKS client"):
             apply_plan(plan, Kube(api.client()), wh)

@@ -83,7 +83,7 @@ def test_an_edited_plan_in_memory_is_refused_by_apply(tmp_path: Path) -> None:
         load_plan(tmp_path / "broken.json")
 
 
-def test_emit_writes_one_file_per_object_and_a_kustomization(tmp_path: Path) -> None:
+def test_emit_writes_every_step_in_order(tmp_path: Path) -> None:
     state = live_state(seeded())
     plan = Plan("plan-emit", datetime.now(UTC), None, (None, None),
                 [*all_recs(), mig_rec(node="h100-3", layout="all-3g.40gb")])
@@ -91,23 +91,41 @@ def test_emit_writes_one_file_per_object_and_a_kustomization(tmp_path: Path) -> 
     attach_actions(plan, state)
     written = emit(plan, tmp_path / "out")
     out = tmp_path / "out"
-    kust = yaml.safe_load((out / "kustomization.yaml").read_text())
-    assert kust["kind"] == "Kustomization"
-    docs = {f: yaml.safe_load((out / f).read_text()) for f in kust["resources"]}
-    kinds = sorted(d["kind"] for d in docs.values())
-    assert kinds == sorted(["ConfigMap", "ConfigMap", "Deployment", "Deployment", "Deployment", "Node", "Node",
-                            "Node", "NodePool", "NodePool", "Queue"])
-    h100_3 = next(d for d in docs.values() if d["kind"] == "Node" and d["metadata"]["name"] == "h100-3")
-    assert h100_3 == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "h100-3", "labels": {
-        "nvidia.com/mig.config": "all-3g.40gb"}}, "spec": {"unschedulable": True}}  # label + cordon, one file
-    patches = sorted(p.name for p in (out / "patches").iterdir())
-    assert len(patches) == 3  # two MIG workload patches and the Volcano job pin
-    assert all(isinstance(json.loads((out / "patches" / p).read_text()), list) for p in patches)
-    steps = (out / "steps.sh").read_text()
-    assert steps.index("kubectl apply --server-side") < steps.index("--type=json") < steps.index("eviction")
-    assert "/api/v1/namespaces/training/pods/llm-train-worker-0/eviction" in steps
+    assert not (out / "kustomization.yaml").exists(), "kubectl apply -k DIR must not perform half the plan"
+    steps = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert steps == ["01-config", "02-node-pool", "03-label", "04-workload", "05-workload-patch", "06-manifest",
+                     "07-cordon-evict"]
+    kinds = []
+    for step in steps[:4]:  # the server-side apply steps are kustomizations of their own objects
+        kust = yaml.safe_load((out / step / "kustomization.yaml").read_text())
+        assert kust["kind"] == "Kustomization"
+        assert sorted(kust["resources"]) == sorted(p.name for p in (out / step).glob("*.yaml")
+                                                   if p.name != "kustomization.yaml")
+        kinds += [yaml.safe_load((out / step / f).read_text())["kind"] for f in kust["resources"]]
+    assert sorted(kinds) == sorted(["ConfigMap", "ConfigMap", "Queue", "NodePool", "NodePool", "Node", "Node", "Node",
+                                    "Deployment", "Deployment", "Deployment"])
+    cordon = [p for p in (out / "07-cordon-evict").iterdir()]
+    assert not (out / "07-cordon-evict" / "kustomization.yaml").exists()
+    h100_3 = yaml.safe_load(next(p for p in cordon if p.suffix == ".yaml").read_text())
+    assert h100_3 == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "h100-3"},
+                      "spec": {"unschedulable": True}}
+    labels = yaml.safe_load(next((out / "03-label").glob("*-node-h100-3.yaml")).read_text())
+    assert labels["metadata"]["labels"] == {"nvidia.com/mig.config": "all-3g.40gb"}  # labelled before cordoned
+    evictions = sorted(json.loads(p.read_text())["metadata"]["name"] for p in cordon if p.suffix == ".json")
+    assert evictions == ["llm-train-worker-0", "llm-train-worker-1"]
+    assert len(list((out / "05-workload-patch").glob("*.json"))) == 2  # the two MIG workload patches
+    assert len(list((out / "06-manifest").glob("*.json"))) == 1       # the Volcano job's spot change
+    script = (out / "steps.sh").read_text()
+    order = [script.index(f"if step {n} ") for n in range(1, 8)]
+    assert order == sorted(order)
+    assert script.index("-k 01-config") < script.index("--type=json") < script.index("/eviction")
+    assert "/api/v1/namespaces/training/pods/llm-train-worker-0/eviction" in script
+    readme = (out / "README.md").read_text()
+    assert "kubectl patch --local" in readme and "### GPU sharing (MPS, time-slicing)" in readme
+    assert "`spec.devicePlugin.config.name: device-plugin-config`" in readme
     assert load_plan(out / "plan.json").plan_id == "plan-emit"
-    assert len(written) == len(kust["resources"]) + len(patches) + 3
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(
+        str(p.relative_to(out)) for p in written)
 
 
 def test_diff_shows_only_the_touched_fields() -> None:
@@ -185,3 +203,38 @@ def test_cli_glue_apply_and_rollback_through_a_kubeconfig(tmp_path: Path, monkey
             text = rollback_from_cli(gi, "plan-cli", context="fake")
             assert text.endswith("plan-cli: 6 rolled-back")
             assert api.get_obj("queues", None, "research")["spec"]["weight"] == 4
+
+
+def _node(name: str, labels: dict[str, str], gpus: str = "8") -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels,
+                                                            "creationTimestamp": "2026-01-05T00:00:00Z"},
+            "status": {"capacity": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": gpus}}}
+
+
+def test_dumped_nodes_read_like_the_warehouse_on_every_platform(tmp_path: Path) -> None:
+    """The builders' view of a dumped (or live) Node is what the sources store for it: one
+    reading of the pool label of every platform, the capacity type and physical GPUs."""
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    nodes = [
+        _node("gke-1", {**product, "cloud.google.com/gke-nodepool": "a100-pool", "cloud.google.com/gke-spot": "true"}),
+        _node("aks-1", {**product, "kubernetes.azure.com/agentpool": "gpupool",
+                        "kubernetes.azure.com/scalesetpriority": "spot"}),
+        _node("kp-old", {**product, "karpenter.sh/provisioner-name": "gpu", "karpenter.sh/capacity-type": "on-demand"}),
+        _node("eks-1", {"node.kubernetes.io/instance-type": "p4d.24xlarge", "eks.amazonaws.com/nodegroup": "ng",
+                        "eks.amazonaws.com/capacityType": "ON_DEMAND"}),
+        # time-slicing: the device plugin advertises 4 replicas of each of 2 GPUs
+        _node("ts-1", {**product, "nvidia.com/gpu.replicas": "4", "karpenter.sh/nodepool": "shared"}, gpus="8"),
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    dumped = ClusterState.from_dump_dir(dump, cluster="default")
+    with gpuinsight.open(tmp_path / "wh.duckdb") as gi:
+        gi.collect_kubernetes(from_dir=dump)
+        stored = ClusterState.from_warehouse(gi.wh, cluster=gi.config.cluster)
+    keys = ("node_pool", "node_pool_kind", "capacity_type", "gpu_model", "gpu_count")
+    assert {n: [dumped.nodes[n][k] for k in keys] for n in dumped.nodes} == {
+        n: [stored.nodes[n][k] for k in keys] for n in stored.nodes}
+    assert [dumped.nodes["gke-1"][k] for k in keys] == ["a100-pool", "gke-nodepool", "spot", "A100-80GB", 8]
+    assert dumped.nodes["aks-1"]["node_pool_kind"] == "aks-agentpool"
+    assert dumped.nodes["kp-old"]["node_pool"] == "gpu" and dumped.nodes["ts-1"]["gpu_count"] == 2

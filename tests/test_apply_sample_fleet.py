@@ -29,12 +29,14 @@ from click.testing import CliRunner
 
 from gpuinsight.actions import model
 from gpuinsight.actions.audit import rows
-from gpuinsight.actions.patching import get
+from gpuinsight.actions.patching import get, has, json_patch
 from gpuinsight.actions.refs import Ref
+from gpuinsight.actions.validate import validate_object
 from gpuinsight.cli import main
 from gpuinsight.paths import sample_data_dir
 from gpuinsight.warehouse import Warehouse
-from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI
+from tests.crds import CRD_DIRS
+from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI, schemas_for, tolerates, unschedulable
 from tests.test_actions_builders import CRDS
 
 # The Volcano chart's default scheduler conf (volcano-scheduler.conf of the Helm chart).
@@ -43,7 +45,8 @@ VOLCANO_CHART_CONF = CHART_CONF
 DEVICE_PLUGIN_DEFAULT = "version: v1\nflags:\n  migStrategy: mixed\n"
 
 CONTEXT = "sample-fleet"
-DUMP_RESOURCES = {"nodes", "pods", "events", "queues", "podgroups", "vcjobs", "nodepools", "pdbs"}
+DUMP_RESOURCES = {"nodes", "pods", "events", "queues", "podgroups", "vcjobs", "nodepools", "pdbs", "rayclusters",
+                  "rayjobs", "scaledobjects"}
 # Set on pods by their controllers / admission, not part of the owner's pod template.
 POD_ONLY_LABELS = ("pod-template-hash", "controller-revision-hash", "statefulset.kubernetes.io/pod-name",
                    "apps.kubernetes.io/pod-index")
@@ -96,6 +99,8 @@ def workload_objects(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
             groups.setdefault(("deployments", meta["namespace"], owner["name"][: -len(suffix)]), []).append(pod)
         elif owner["kind"] == "StatefulSet":
             groups.setdefault(("statefulsets", meta["namespace"], owner["name"]), []).append(pod)
+        elif owner["kind"] == "RayCluster":
+            continue  # its RayCluster is in the dumps
         else:
             assert owner["kind"] == "Job" and owner["apiVersion"].startswith("batch.volcano.sh"), owner
     out: dict[str, list[dict[str, Any]]] = {"deployments": [], "statefulsets": []}
@@ -113,7 +118,7 @@ def workload_objects(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 
 def sample_cluster(*, device_plugin_config: bool = True) -> ApplyKubeAPI:
-    api = ApplyKubeAPI(crd_dir=CRDS if CRDS.is_dir() else None)
+    api = ApplyKubeAPI(crd_dir=CRD_DIRS if CRDS.is_dir() else None)
     dumps = dumped_objects()
     for name, objs in dumps.items():
         api.add(name, *objs)
@@ -159,17 +164,10 @@ def action_keys(action: dict[str, Any]) -> list[Key]:
     """The objects one action writes (an eviction writes its pod)."""
     if action["type"] == "drain":
         return [("pods", p["namespace"], p["name"]) for p in action["pods"]]
+    if action["type"] in model.INERT_TYPES:
+        return []  # a manifest patch changes nothing in the cluster
     ref = model.action_ref(action)
     return [ref_key(ref)] if ref is not None else []
-
-
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """Kubernetes' toleration/taint match."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("operator", "Equal") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", "")
 
 
 # -- the CLI -------------------------------------------------------------------------------------
@@ -293,7 +291,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     # identical actions from several recommendations (the shared sharing config and node label)
     # are applied once; one real request per change (per pod for a drain)
     unique = {json.dumps({k: v for k, v in a.items() if k not in ("recommendation", "description", "observed")},
-                         sort_keys=True) for a in actions if a["type"] not in ("note", "refused")}
+                         sort_keys=True) for a in actions if a["type"] not in model.INERT_TYPES}
     assert n_applied == len(unique) == len(audit)
     assert len(real) == sum(len(a["pods"]) if a["type"] == "drain" else 1 for a in map(json.loads, unique))
 
@@ -316,18 +314,39 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
             assert row["previous"] is None, row["target"]
             expected[key] = model.expected_after(action, None)
             continue
-        prev = copy.deepcopy(row["previous"])
-        for field in BOOKKEEPING:
-            prev["metadata"].pop(field, None)
-        assert prev == {k: v for k, v in expected[key].items() if k != "status"}, row["target"]
+        # only the fields the change touches are kept, exactly as they were
+        assert row["previous"]["fields"] == {p: get(expected[key], p) for p in model.touched_paths(action)
+                                             if has(expected[key], p)}, row["target"]
+        for ptr in row["previous"]["absent"]:
+            assert not has(expected[key], ptr), (row["target"], ptr)
         expected[key] = model.expected_after(action, expected[key])
+        assert row["applied"]["after"] == {p: get(expected[key], p) for p in model.touched_paths(action)}
     assert after_apply == expected
 
     # the planned values, from the recommendations
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for body in bodies:
         by_rule.setdefault(body["rule"], []).append(body)
-    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue"}
+    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue", "ray", "scale_to_zero"}
+
+    # KubeRay: the finished job's cluster is let go, the idle workers' floor lowered, the head's GPU removed
+    ray = {b["proposed"]["change"]: b for b in by_rule["ray"]}
+    job = after_apply[("rayjobs", "ml-platform", "nightly-embed")]["spec"]
+    assert (job["shutdownAfterJobFinishes"], job["ttlSecondsAfterFinished"]) == (True, 300)
+    assert "shutdownAfterJobFinishes" not in before[("rayjobs", "ml-platform", "nightly-embed")]["spec"]
+    group = ray["worker_min_replicas"]["target"]
+    workers = after_apply[("rayclusters", "ml-platform", group["name"])]["spec"]["workerGroupSpecs"][
+        group["group_index"]]
+    assert (workers["groupName"], workers["minReplicas"], workers["maxReplicas"]) == ("gpu-workers", 0, 8)
+    head = after_apply[("rayclusters", "ml-platform", "llm-finetune")]["spec"]["headGroupSpec"]
+    assert head["rayStartParams"]["num-gpus"] == "0"
+    assert all("nvidia.com/gpu" not in r for r in head["template"]["spec"]["containers"][0]["resources"].values())
+    # KEDA: a new ScaledObject for the service that sleeps; none for the production one or the one KEDA scales
+    (stz,) = by_rule["scale_to_zero"]
+    so = after_apply[("scaledobjects", "ml-demo", "summarizer-preview")]
+    assert ("scaledobjects", "ml-demo", "summarizer-preview") not in before
+    assert so["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": stz["workload"]}
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (0, 1)
 
     (queue,) = by_rule["queue"]
     was, now = (s[("queues", None, queue["queue"])]["spec"] for s in (before, after_apply))
@@ -356,14 +375,23 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     assert {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]} in \
         pool["spec"]["template"]["spec"]["requirements"]
     job_key = ("jobs", spot["namespace"], spot["workload"])
+    assert after_apply[job_key] == before[job_key], "a submitted Volcano Job is never patched (its webhook refuses)"
+    (manifest,) = [a for a in spot["actions"] if a["type"] == "manifest-patch"]
+    resubmitted = json_patch(before[job_key], manifest["patch"])  # the job's next submission
+    assert validate_object(resubmitted, schemas_for(CRDS)) == []
     taints = pool["spec"]["template"]["spec"]["taints"]
-    for i, task in enumerate(after_apply[job_key]["spec"]["tasks"]):
+    assert any(t["key"] == "nvidia.com/gpu" for t in taints), "the spot pool keeps the GPU taint"
+    for i, task in enumerate(resubmitted["spec"]["tasks"]):
         spec = task["template"]["spec"]
         assert spec["nodeSelector"]["karpenter.sh/capacity-type"] == "spot"
-        untolerated = [t for t in taints if not any(tolerates(tol, t) for tol in spec.get("tolerations") or [])]
-        assert not untolerated, f"{job_key} task {task['name']} cannot run on the new spot nodes: {untolerated}"
         kept = before[job_key]["spec"]["tasks"][i]["template"]["spec"].get("tolerations") or []
-        assert all(t in spec["tolerations"] for t in kept), "the job's own tolerations are kept"
+        assert kept and spec["tolerations"][: len(kept)] == kept, "the task's own tolerations are kept"
+        # the scheduler model: the resubmitted pods fit exactly the new spot pool's nodes
+        assert unschedulable(api, spec) is None, f"{job_key} task {task['name']} would stay Pending"
+        untolerated = [t for t in taints if not any(tolerates(tol, t) for tol in spec["tolerations"])]
+        assert not untolerated, f"{job_key} task {task['name']} cannot run on the new spot nodes: {untolerated}"
+        alone = {**spec, "tolerations": kept}
+        assert unschedulable(api, alone) is not None, "without the spot toleration it would not fit"
 
     (binpack,) = by_rule["binpack"]
     assert binpack["node"] == "h100-od-4"
@@ -388,11 +416,12 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
             name = body["proposed"]["config_name"]
             assert name in device_plugin
             (pin,) = [a for a in body["actions"] if a["phase"] == "workload"]
-            host = pin["object"]["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+            host = body["proposed"]["node"]
             assert after_apply[("nodes", None, host)]["metadata"]["labels"]["nvidia.com/device-plugin.config"] == name
             member = body["target"]["member"]
             wl = after_apply[(PLURALS[member["kind"]], member["namespace"], member["name"])]
-            assert wl["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": host}
+            # selected by the sharing label, never by host name (a replaced node keeps working)
+            assert wl["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/device-plugin.config": name}
     for body in by_rule["idle"]:
         assert after_apply[(PLURALS[body["target"]["kind"]], body["namespace"], body["workload"])]["spec"][
             "replicas"] == 0

@@ -500,3 +500,4 @@ def test_fake_server_discovery_and_errors() -> None:
         assert get(fake, "/api/v1/nodes/gpu-node-1")[1]["metadata"]["name"] == "gpu-node-1"
         assert get(fake, "/api/v1/nodes", token=None)[0] == 401
         assert [r.path for r in fake.requests][-1] == "/api/v1/nodes" and not fake.requests[-1].authorized
+

@@ -115,8 +115,11 @@ def test_workload_profile_figures(fleet: gi.GpuInsight) -> None:
     assert prof["busy"]["active_fraction"] == pytest.approx(1.0)
     assert prof["idle-nb"]["active_fraction"] == pytest.approx(0.0)
     assert prof["embed"]["gpu_hours"] == pytest.approx(2 / 7)
-    assert prof["embed"]["production"] is True
-    assert prof["busy"]["production"] is False
+    # production is the rules' classifier (a setting), not a SQL column: it reads these
+    from gpuinsight.rules.production import DEFAULT
+
+    assert DEFAULT.classify_row(prof["embed"])[0] is True
+    assert DEFAULT.classify_row(prof["busy"])[0] is False
     assert prof["blind"]["samples"] is None
 
 

@@ -79,7 +79,7 @@ def test_small_fleet_file_loads_with_exact_gpu_hours(tmp_path: Path, small_fleet
             counts = {t: wh.count(t) for t in ("gpu_samples", "gpus", "pods", "nodes", "gpu_hourly")}
             assert counts == {"gpu_samples": 4020, "gpus": 5, "pods": 7, "nodes": 4, "gpu_hourly": 35}
         assert {(r[0], r[1]): r[2] for r in hours.rows()} == small_fleet.gpu_hours(30)
-        assert "skipped 3 NaN/Inf samples" in report.notes
+        assert "DCGM_FI_DEV_GPU_UTIL: dropped 3 reading(s) that are not measurements (3 NaN/Inf)" in report.notes
         state = wh.con.execute("SELECT source, status, cursor FROM ingest_state").fetchone()
     assert state == ("openmetrics", "complete", datetime(2026, 11, 1, 5, 59, 30))
 

@@ -64,7 +64,9 @@ def test_collect_small_fleet_matches_truth(prom_small: str, small_fleet: SmallFl
         report = PrometheusSource(cfg).collect(wh, T0, T_END, 300)
         # every pod's GPU time, including the gap, the vanished node, MIG and the reused name
         assert gpu_hours(wh) == small_fleet.gpu_hours(300)
-        assert "skipped 1 NaN/Inf samples" in report.notes  # the 5-minute window holding the NaNs
+        # the three NaN readings are dropped on the server, one by one, and counted
+        assert ("DCGM_FI_DEV_GPU_UTIL: dropped 3 reading(s) that are not measurements (3 NaN/Inf, DCGM blank "
+                "sentinel or outside 0..100 %, dropped on the server)") in report.notes
         s = {(r[0], r[1]): r for r in wh.sql(
             "SELECT gpu_uuid, mig_instance, node, mig_profile, gr_active, gr_active_max, gpu_util, fb_used_max_mib "
             "FROM gpu_samples WHERE ts = '2026-11-01 00:10:00'").rows()}
@@ -142,8 +144,10 @@ def test_matchers_are_quoted_never_pasted(prom_small: str, tmp_path: Path) -> No
     assert len(uuid_shards(4, True)) == 9 and uuid_shards(1, True) == [[]]
     cfg = cfg_for(tmp_path, prom_small)
     with Warehouse(cfg.db_path) as wh:
-        report = PrometheusSource(cfg, matchers={"cluster": '"} or vector(1) #'}).collect(wh, T0, T_END, 300)
-        assert wh.count("gpu_samples") == 0 and any("no dcgm-exporter series" in n for n in report.notes)
+        # the hostile value matches nothing (it was quoted): a collection that maps nothing is refused
+        with pytest.raises(BadInput, match="no dcgm-exporter or kube-state-metrics series gpuinsight reads"):
+            PrometheusSource(cfg, matchers={"cluster": '"} or vector(1) #'}).collect(wh, T0, T_END, 300)
+        assert wh.count("gpu_samples") == 0
 
 
 def test_5xx_is_retried_then_gives_a_clear_failure(proxy: FaultProxy, reference: dict[str, int],
@@ -248,10 +252,12 @@ def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> No
             FROM gpu_samples s JOIN pw ON pw.namespace = s.namespace AND pw.name = s.pod
             GROUP BY ALL""").rows())
     step_h = spec.interval_s / 3600
+    wanted: dict[str, list[float]] = {}  # a KubeRay cluster's groups are one workload each in the truth
     for w in truth["workloads"]:
-        want = w["allocated_gpu_hours_sampled"] or w["allocated_mig_instance_hours_sampled"]
         key = f"{w['namespace']}/{w['workload']}"
-        assert abs(got.get(key, 0.0) - want) <= step_h + 1e-9, (key, got.get(key), want)
+        wanted.setdefault(key, []).append(w["allocated_gpu_hours_sampled"] or w["allocated_mig_instance_hours_sampled"])
+    for key, parts in wanted.items():
+        assert abs(got.get(key, 0.0) - sum(parts)) <= step_h * len(parts) + 1e-9, (key, got.get(key), parts)
 
 
 def test_bulk_decoder_equals_orjson_decoder() -> None:
@@ -279,23 +285,28 @@ def test_bulk_decoder_equals_orjson_decoder() -> None:
 
 
 def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None:
-    """The DCGM bulk path gives exactly the rows dcgm_samples gives from long series frames."""
+    """The DCGM bulk path gives exactly the rows and counts dcgm_samples gives from long series
+    frames: identities, node resolution and hints, readings that are not measurements."""
     from polars.testing import assert_frame_equal
 
+    from gpuinsight.sources.gpu_nodes import NodeDirectory
     from gpuinsight.sources.prom.client import PromClient
     from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
     from gpuinsight.sources.prom.frames import concat_series
-    from gpuinsight.sources.series import dcgm_samples
+    from gpuinsight.sources.series import TransformStats, dcgm_samples
 
     def both(answers: list) -> tuple:
-        got: dict[str, int] = {}
-        want: dict[str, int] = {}
-        fast = dcgm_rows(answers, "c", 300, got)
+        got, want = TransformStats(), TransformStats()
+        # a directory that knows one node: a Hostname naming it places the GPU, another is a hint
+        fast = dcgm_rows(answers, "c", 300, got, NodeDirectory(known={"n1"}))
         slow = dcgm_samples(concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers]),
-                            "c", 300, stats=want)
+                            "c", 300, stats=want, nodes=NodeDirectory(known={"n1"}))
         key = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod"]
         assert_frame_equal(fast.sort(key), slow.sort(key), check_exact=False)
-        assert got == want
+        assert got.dropped.counts == want.dropped.counts
+        assert got.unidentified_series == want.unidentified_series
+        # (which hint a GPU's unmatched entry keeps when its rows disagree is not defined on either path)
+        assert (got.matched, got.unmatched.keys()) == (want.matched, want.unmatched.keys())
         return fast, got
 
     cfg = Config(cluster="c", prometheus=PrometheusConfig(url=prom_small))
@@ -304,13 +315,16 @@ def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None
     client = PromClient(cfg.prometheus)
     chunks = src.plan(t0, t1, 300, raw=False)
     rows, stats = both([(q, client.query_range(q)) for q in chunks[0] if is_dcgm(q)])
-    assert rows.height == 12 * 6 and stats == {"nonfinite_dropped": 1}  # 6 GPU entities x 12 steps; the NaNs
+    # 6 GPU entities x 12 steps; the step holding the NaNs (not read again here: no refiner)
+    assert rows.height == 12 * 6 and stats.dropped.counts == {("DCGM_FI_DEV_GPU_UTIL", "nonfinite"): 1}
+    seen = TransformStats()
     for seed in range(40):
-        both(random_dcgm_answers(seed))
-    unidentified = random_dcgm_answers(1)
-    unidentified[0][1].labels[0] = {"Hostname": "n1", "pod": "p1"}  # no gpu, no UUID
-    with pytest.raises(BadInput, match=r"DCGM series .*Hostname=\"n1\".*cannot tell which GPU"):
-        dcgm_rows(unidentified, "c", 300)
+        _, got = both(random_dcgm_answers(seed))
+        for k, n in got.dropped.counts.items():
+            seen.dropped.counts[k] = seen.dropped.counts.get(k, 0) + n
+        seen.unidentified_series |= got.unidentified_series
+    assert {why for _, why in seen.dropped.counts} == {"nonfinite", "blank", "range"}
+    assert seen.unidentified_series  # the random mixes hold series without a GPU identity
 
 
 def random_dcgm_answers(seed: int) -> list:
@@ -325,7 +339,8 @@ def random_dcgm_answers(seed: int) -> list:
     pick = lambda *xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
     gpus = []
     for g in range(int(rng.integers(1, 6))):
-        ident = {pick("UUID", "uuid"): f"GPU-{g:04d}", "gpu": str(g % 2), "modelName": pick("NVIDIA A100", "NVIDIA L4")}
+        ident = {pick("UUID", "uuid"): f"GPU-{g:04d}", "gpu": pick(str(g % 2), str(g % 2), "nvswitch0"),
+                 "modelName": pick("NVIDIA A100", "NVIDIA L4")}
         host = pick("Hostname", "hostname", "node", None)
         if host:
             ident[host] = pick("n1", "n2")
@@ -349,8 +364,9 @@ def random_dcgm_answers(seed: int) -> list:
             at = sorted(rng.choice(steps, size=int(rng.integers(1, steps + 1)), replace=False))
             lens.append(len(at))
             ts += [start + step * i for i in at]
-            values += [pick(float("nan"), float("inf"), 7.0) if rng.random() < 0.1 else float(rng.integers(0, 5))
-                       for _ in at]
+            # NaN/Inf, DCGM's blank sentinel, a value outside every range, and below it
+            values += [pick(float("nan"), float("inf"), 7.0, 2147483632.0, -3.0, 1e6) if rng.random() < 0.15
+                       else float(rng.integers(0, 5)) for _ in at]
         m = Matrix(labels, np.array(lens), pl.Series(ts, dtype=pl.Float64), pl.Series(values, dtype=pl.Float64))
         answers.append((Query("x", str(metric), start, start + step * steps, step, step - 0.001, DCGM_LABELS), m))
     return answers

@@ -1,4 +1,6 @@
-"""The waste & savings report: chart builders on literal frames, the HTML file, PNG/SVG, S3."""
+"""The waste & savings report: chart builders on literal frames, the "who wastes it" tables, the
+HTML file (units, the price catalog named once, node-level findings, the plan it is given),
+PNG/SVG, S3, and the `report` command with rule settings or a saved plan."""
 
 from __future__ import annotations
 
@@ -15,13 +17,15 @@ import polars as pl
 import pytest
 
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.recommend_cli import plan_table
 from gpuinsight.reports import charts, theme
-from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame
+from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame, savings_by_basis, target_of
 from gpuinsight.reports.html import write_report
 from gpuinsight.reports.mig import smallest_fit
 from gpuinsight.reports.preview import MIG_CATALOG, FrameSource, synthetic_fleet
+from gpuinsight.reports.tables import waste_table
 from gpuinsight.reports.upload import parse_s3_url, upload_files
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.rules.base import Plan, Recommendation
 
 T0 = datetime(2025, 3, 1)
 CHART_IDS = ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue",
@@ -45,6 +49,42 @@ def specs_of(html: str) -> dict[str, dict[str, Any]]:
 
 def texts(spec: dict[str, Any]) -> str:
     return json.dumps(spec)
+
+
+def data_rows(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for d in spec.get("datasets", {}).values() for r in d]
+
+
+def legend_domains(spec: Any) -> list[tuple[str, list[Any]]]:
+    """(field, explicit domain) of every categorical colour and shape encoding in a spec, at any depth."""
+    found: list[tuple[str, list[Any]]] = []
+    if isinstance(spec, dict):
+        enc = spec.get("encoding", {})
+        for channel in ("color", "shape"):
+            ch = enc.get(channel) if isinstance(enc, dict) else None
+            if (isinstance(ch, dict) and ch.get("type") == "nominal" and isinstance(ch.get("scale"), dict)
+                    and "domain" in ch["scale"]):
+                found.append((ch["field"], ch["scale"]["domain"]))
+        for v in spec.values():
+            found += legend_domains(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += legend_domains(v)
+    return found
+
+
+def assert_no_empty_legend_entries(name: str, spec: dict[str, Any]) -> None:
+    rows = data_rows(spec)
+    for fld, domain in legend_domains(spec):
+        drawn = {r.get(fld) for r in rows}
+        assert set(domain) <= drawn, f"{name}: legend entries {set(domain) - drawn} of {fld} have no data"
+
+
+def waste_totals(html: str, by: str) -> dict[str, float]:
+    """The totals row of a "who wastes it" table: column -> exact $ per month."""
+    m = re.search(rf'<table class="waste" data-by="{by}">.*?<tfoot>(.*?)</tfoot>', html, re.S)
+    assert m, f"no waste table by {by}"
+    return {c: float(v) for c, v in re.findall(r'data-col="(\w+)" data-usd="([-\d.]+)"', m.group(1))}
 
 
 # -- chart builders on literal frames -----------------------------------------------------------
@@ -155,7 +195,22 @@ def test_waste_breakdown_dollars_and_gpu_hours_in_bucket_colours() -> None:
     rows = next(iter(spec["datasets"].values()))
     assert {r["group"] for r in rows} == {"ml", "web", "(unallocated)"}
     ml_usd = {r["bucket"]: r["value"] for r in rows if r["group"] == "ml" and r["unit"] == "$"}
-    assert ml_usd == {"used": 100, "idle": 50, "underused": 25, "unallocated": 0, "unmeasured": 0}
+    assert ml_usd == {"used": 100, "idle": 50, "underused": 25}  # no $0 bars
+    assert not any("used: used" in str(r.get("meaning")) for r in rows)
+
+
+def test_waste_breakdown_per_month_and_average_gpus_with_a_window() -> None:
+    no_unmeasured = BREAKDOWN.with_columns(pl.lit(0.0).alias("unmeasured_usd"))
+    spec = charts.waste_breakdown(no_unmeasured, window_hours=73.0).to_dict()
+    s = texts(spec)
+    assert "$ per month" in s and "GPUs (average over the window)" in s and "cost in the window" not in s
+    rows = next(iter(spec["datasets"].values()))
+    ml = {(r["unit"], r["bucket"]): r["value"] for r in rows if r["group"] == "ml"}
+    assert ml[("$", "idle")] == 500.0  # $50 in 73 h = $500 per 730 h month
+    assert ml[("GPUs", "used")] == pytest.approx(10 / 73, abs=0.01)
+    # no GPU-hours or dollars unmeasured: no "unmeasured" legend entry
+    assert spec["hconcat"][0]["encoding"]["color"]["scale"]["domain"] == ["used", "idle", "underused", "unallocated"]
+    assert_no_empty_legend_entries("waste-breakdown", spec)
 
 
 def test_savings_and_top_findings() -> None:
@@ -167,6 +222,56 @@ def test_savings_and_top_findings() -> None:
     top = charts.top_findings(recs, n=2)
     labels = [r["label"] for d in top.to_dict()["datasets"].values() for r in d]
     assert labels == ["1. dev/nb", "2. prod/embed"]
+    assert "Top 2 findings" in texts(top.to_dict())
+
+
+def test_no_zero_dollar_bars_and_legends_list_only_drawn_rules() -> None:
+    zero = Recommendation(rule="queue", queue="q", title="entitlement only", monthly_savings_usd=0, confidence=0.5)
+    recs = recommendations_frame([*RECS, zero])
+    for chart in (charts.savings_by_rule(recs), charts.top_findings(recs)):
+        spec = chart.to_dict()
+        rows = data_rows(spec)
+        assert rows and all((r.get("usd") or r.get("monthly_savings_usd")) > 0 for r in rows)
+        assert "Not drawn: 1 finding without a direct monthly saving" in texts(spec)
+        assert_no_empty_legend_entries("savings", spec)
+    only_zero = charts.top_findings(recommendations_frame([zero])).to_dict()
+    assert only_zero["mark"]["type"] == "text" and "no finding has a direct monthly saving" in texts(only_zero)
+
+
+def test_node_level_findings_are_credited_to_their_node_and_pool() -> None:
+    binpack = Recommendation(rule="binpack", node="h100-od-4", namespace="vision", workload="detector-train",
+                             title="Move 1 pod off h100-od-4 and release it", monthly_savings_usd=40179,
+                             confidence=0.7, evidence={"pool": "gpu-h100-od", "saving_basis": "nodes_released"},
+                             proposed={"nodes_freed": ["h100-od-4"]})
+    assert target_of(binpack) == "node h100-od-4 (pool gpu-h100-od)"
+    two = Recommendation(rule="binpack", node="a", title="t", proposed={"nodes_freed": ["a", "b"], "node_pool": "p"})
+    assert target_of(two) == "node a + 1 more (pool p)"
+    recs = recommendations_frame([binpack, *RECS])
+    labels = [r["label"] for r in data_rows(charts.top_findings(recs).to_dict())]
+    assert labels[0] == "1. node h100-od-4 (pool gpu-h100-od)"
+    assert not any("detector-train" in label for label in labels)
+    # the CLI's table names the same target as the report, for every rule with a node-level finding
+    released = Recommendation(rule="idle", node="gpu-7", title="release idle node gpu-7", monthly_savings_usd=900,
+                              confidence=0.8, evidence={"pool": "gpu-a10g", "saving_basis": "nodes_released"})
+    queue = Recommendation(rule="queue", queue="research", title="resize research", confidence=0.5)
+    plan = Plan(plan_id="plan-t", created_at=T0, catalog="cat", window=(None, None),
+                recommendations=[binpack, released, queue])
+    rows = plan_table(plan).splitlines()
+    for rec, line in zip(plan.recommendations, rows[2:5], strict=True):
+        assert target_of(rec) in line and rec.title in line
+    assert not any("detector-train" in line or "None" in line for line in rows)
+
+
+def test_savings_by_basis_when_the_plan_states_it() -> None:
+    assert savings_by_basis(recommendations_frame(RECS)) == []  # plans from before the ledger
+    stated = [Recommendation(rule=r.rule, namespace=r.namespace, workload=r.workload, queue=r.queue, title=r.title,
+                             monthly_savings_usd=r.monthly_savings_usd, confidence=r.confidence,
+                             evidence={"saving_basis": b})
+              for r, b in zip(RECS, ("gpus_returned", "gpus_returned", "entitlement"), strict=True)]
+    stated.append(Recommendation(rule="spot", namespace="b", workload="w", title="t", monthly_savings_usd=7,
+                                 evidence={"saving_basis": "something new"}))
+    assert savings_by_basis(recommendations_frame(stated)) == [
+        ("GPUs returned to the pool", 8000.0, 2), ("queue entitlement", 100.0, 1), ("basis not stated", 7.0, 1)]
 
 
 def test_mig_fit_draws_profile_boundaries_per_mig_capable_model() -> None:
@@ -174,10 +279,15 @@ def test_mig_fit_draws_profile_boundaries_per_mig_capable_model() -> None:
     spec = chart.to_dict()
     assert [p["title"] for p in spec["vconcat"]] == ["H100-80GB"]  # the L4 workload has no MIG
     rows = [r for d in spec["datasets"].values() for r in d]
-    pts = {r["workload"]: r for r in rows if "workload" in r}
+    pts = {r["workload"]: r for r in rows if "workload" in r and "label" not in r}
     assert pts["embed"]["fits"] == "1g.10gb" and pts["embed"]["fit_class"] == "1g"
     assert pts["nb"]["fits"] == "1g.10gb"  # no SM / FB max: GR p95 and FB p95 stand in
-    assert pts["blind"]["fits"] == "not measured" and pts["blind"]["fit_class"] == "not measured"
+    # a workload with no samples has no position: not drawn, no "not measured" legend entry, said so
+    assert "blind" not in pts and "1 workload without compute or memory samples not drawn" in texts(spec)
+    assert_no_empty_legend_entries("mig-fit", spec)
+    # every drawn point carries its workload's name
+    labels = {(r["label"], r["sm_pct"], r["fb_gib"]) for r in rows if "label" in r and "workload" in r}
+    assert labels == {(w, p["sm_pct"], p["fb_gib"]) for w, p in pts.items()}
     assert {r["label"] for r in rows if "compute_slices" in r and "x" in r and "y" in r} == {"1g", "2g", "3g", "4g", "7g"}
     assert smallest_fit(MIG_CATALOG, "H100-80GB", 0.5, 30_000) == "4g.40gb"
     assert smallest_fit(MIG_CATALOG, "H100-80GB", 0.1, 90_000) == "whole GPU"
@@ -194,6 +304,10 @@ def test_fragmentation_and_queue_usage() -> None:
     assert not any(r["measure"] == "capability" for r in rows)  # None and 1e9 both mean unlimited
     assert {r["capability"] for r in rows} == {"unlimited"}
     assert {(r["queue"], r["measure"]): r["gpus"] for r in rows}[("prod", "used (avg)")] == 20
+    no_guarantee = charts.queue_usage(QUEUES.with_columns(pl.lit(None, dtype=pl.Float64).alias("guarantee_gpu")))
+    spec = no_guarantee.to_dict()
+    assert "guarantee" not in spec["encoding"]["color"]["scale"]["domain"]
+    assert_no_empty_legend_entries("queue-usage", spec)
 
 
 @pytest.mark.parametrize("builder", [
@@ -205,6 +319,8 @@ def test_fragmentation_and_queue_usage() -> None:
     lambda: charts.mig_fit(PROFILES.clear(), MIG_CATALOG),
     lambda: charts.fragmentation(FRAG.clear()),
     lambda: charts.queue_usage(QUEUES.clear()),
+    lambda: charts.queue_usage(QUEUES.with_columns(pl.col(c).cast(pl.Float64) * 0 for c in QUEUES.columns[1:])),
+    lambda: charts.waste_breakdown(BREAKDOWN.with_columns(pl.col(pl.Float64) * 0)),
 ])
 def test_empty_frames_give_a_chart_that_says_why(builder: Any) -> None:
     chart = builder()
@@ -238,17 +354,60 @@ def test_report_is_self_contained_and_ordered(sample_report: Path) -> None:
     assert list(specs_of(html)) == list(CHART_IDS)
 
 
-def test_every_dollar_figure_names_the_catalog(sample_report: Path) -> None:
+def test_prices_named_once_and_units_per_month(sample_report: Path) -> None:
     html = sample_report.read_text()
     note = "prices: aws-us-east-1-on-demand, as of 2025-01-01"
-    headline = html[html.index('<section class="headline">'):html.index('id="chart-')]
+    assert html.count(note) == 1  # once, under the headline, for every dollar figure
+    basis = html[html.index('id="basis"'):]
+    basis = basis[:basis.index("</p>")]
+    assert note in basis and "per 730-hour month" in basis and "2025-01-01 00:00 UTC → 2025-01-08 00:00 UTC" in basis
+    headline = html[html.index('<section class="headline">'):html.index('id="basis"')]
     cards = headline.split('<div class="card">')[1:]
-    assert len(cards) == 3 and all("$" in c and note in c for c in cards)
+    assert len(cards) == 3 and all("/ month</div>" in c for c in cards)
     specs = specs_of(html)
-    for name in ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue"):
-        assert note in texts(specs[name]), name
-    table = html[html.index('<section id="findings">'):]
-    assert note in table[:table.index("<tbody>")]
+    assert "$ per month" in texts(specs["waste-breakdown"]) and "cost in the window" not in texts(specs["waste-breakdown"])
+    assert "waste, $ per hour" in texts(specs["waste-by-namespace"])
+    for name, spec in specs.items():
+        assert "prices:" not in texts(spec), name
+        assert_no_empty_legend_entries(name, spec)
+    legend = html[html.index("<footer>"):]
+    for bucket in ("used", "idle", "underused", "unallocated", "unmeasured"):
+        assert f"<b>{bucket}</b>: {bucket}" not in legend  # no "used: used"
+
+
+def test_who_wastes_it_tables_add_up_to_the_headline(sample_report: Path) -> None:
+    html = sample_report.read_text()
+    src = synthetic_fleet(256)
+    summary = src.query("fleet_summary").row(0, named=True)
+    for by in ("namespace", "queue"):
+        totals = waste_totals(html, by)
+        assert totals["spend"] == pytest.approx(summary["monthly_spend_usd"], abs=0.01), by
+        assert totals["waste"] == pytest.approx(summary["monthly_waste_usd"], abs=0.01), by
+        assert totals["idle"] + totals["underused"] + totals["unallocated"] == pytest.approx(totals["waste"])
+    assert "These totals differ" not in html
+    # the headline shows the same figures
+    assert f"${summary['monthly_spend_usd']:,.0f} / month" in html and f"${summary['monthly_waste_usd']:,.0f} / month" in html
+    # the savings card breaks the plan's total down by where the saving comes from
+    card = html[html.index("Potential monthly savings"):html.index('id="basis"')]
+    assert "nodes released (3 findings)" in card and "queue entitlement (1 finding, no direct saving)" in card
+
+
+def test_waste_table_folds_the_tail_and_keeps_every_dollar() -> None:
+    groups = [f"ns{i}" for i in range(20)]
+    df = pl.DataFrame({
+        "group": [*groups, None, "(unallocated)"],
+        "used_usd": [10.0] * 20 + [1.0, 0.0], "idle_usd": [float(i) for i in range(20)] + [2.0, 0.0],
+        "underused_usd": [1.0] * 20 + [0.0, 0.0], "unallocated_usd": [0.0] * 21 + [50.0],
+        "unmeasured_usd": [0.0] * 22,
+    })
+    t = waste_table(df, by="namespace", factor=2.0, top_n=5)
+    names = t.rows.get_column("group").to_list()
+    assert names == ["ns19", "ns18", "ns17", "ns16", "ns15", "(other)", "(no namespace)", "(unallocated)"]
+    assert t.folded == 15
+    assert t.totals["spend"] == pytest.approx(2 * (200 + 190 + 20 + 3 + 50))
+    assert t.rows.get_column("spend").sum() == pytest.approx(t.totals["spend"])
+    assert t.totals["waste"] == pytest.approx(2 * (190 + 20 + 2 + 50))
+    assert not t.has_unmeasured
 
 
 def test_findings_table_biggest_first_and_escaped(tmp_path: Path) -> None:
@@ -258,6 +417,33 @@ def test_findings_table_biggest_first_and_escaped(tmp_path: Path) -> None:
     assert "&lt;b&gt;nb&lt;/b&gt; idle for 7 days" in table and "<b>nb</b>" not in table
     assert table.index("dev/nb") < table.index("prod/embed") < table.index("queue research")
     assert "$5,000" in table and "80%" in table
+    assert "saving from" not in table  # no basis column for plans that do not state one
+    assert "from 3 findings below</div>" in html
+    zero = Recommendation(rule="queue", queue="q", title="entitlement only", monthly_savings_usd=0, confidence=0.5)
+    html = write_report(FrameSource(synthetic_fleet(16).frames, [*RECS, zero]), tmp_path / "z.html").read_text()
+    assert "from 3 findings below; 1 more without a direct saving</div>" in html
+
+
+class NoRules(FrameSource):
+    def recommend(self, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
+        raise AssertionError("the report must render the plan it is given, not run the rules")
+
+
+def test_report_renders_the_plan_it_is_given(tmp_path: Path) -> None:
+    binpack = Recommendation(rule="binpack", node="h100-od-4", namespace="vision", workload="detector-train",
+                             title="Move 1 pod off h100-od-4 and release it", monthly_savings_usd=40179,
+                             confidence=0.7, evidence={"pool": "gpu-h100-od", "saving_basis": "nodes_released"})
+    plan = Plan(plan_id="plan-20250108T000000Z", created_at=T0, catalog="cat", window=(None, None),
+                recommendations=[binpack, *RECS[:1]], notes=["given, not re-run"])
+    src = NoRules(synthetic_fleet(16).frames, catalog="cat")
+    html = write_report(src, tmp_path / "r.html", plan=plan).read_text()
+    table = html[html.index('<section id="findings">'):]
+    assert "plan-20250108T000000Z" in table and "given, not re-run" in html
+    assert "node h100-od-4 (pool gpu-h100-od)" in table and "detector-train" not in table
+    assert "nodes released" in table  # the basis column
+    assert f"${plan.total_monthly_savings_usd:,.0f} / month" in html
+
+
 
 
 def test_ten_thousand_gpu_fleet_gives_a_small_file(tmp_path: Path) -> None:
@@ -281,7 +467,9 @@ def test_empty_warehouse_still_writes_a_report(tmp_path: Path) -> None:
 
 # -- with the real SQL models and rules ---------------------------------------------------------
 
-def test_report_from_a_real_warehouse(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def mini_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3-hour, two-node warehouse built through the real schema and SQL models."""
     import gpuinsight as gi
     from tests.fleet_tables import T0 as W0
     from tests.fleet_tables import MiniFleet
@@ -302,19 +490,81 @@ def test_report_from_a_real_warehouse(tmp_path: Path) -> None:
     f.series("n2", 0, "svc-0", "dev", 0.2, end=end, mem_mib=22_888)
     f.queue("q-train", weight=4, deserved=16, capability=16)
     f.queue("q-research", weight=4, deserved=24, capability=32)
-    with gi.open(tmp_path / "w.duckdb") as g:
+    db = tmp_path_factory.mktemp("mini") / "w.duckdb"
+    with gi.open(db) as g:
         f.load(g.wh)
         g.refresh()
+    return db
+
+
+def test_report_from_a_real_warehouse(mini_db: Path, tmp_path: Path) -> None:
+    import gpuinsight as gi
+
+    with gi.open(mini_db) as g:
         html = g.report(tmp_path / "report.html").read_text()
-    assert "prices: test-catalog, as of 2026-11-01" in html
+        summary = g.query("fleet_summary").row(0, named=True)
+    assert html.count("prices: test-catalog, as of 2026-11-01") == 1
     specs = specs_of(html)
     assert list(specs) == list(CHART_IDS)
     placeholders = {name for name, spec in specs.items() if spec.get("mark", {}).get("type") == "text"}
     assert placeholders <= {"savings-by-rule", "top-findings"}  # the rules may find nothing here
-    rows = {name: [r for d in spec.get("datasets", {}).values() for r in d] for name, spec in specs.items()}
+    rows = {name: data_rows(spec) for name, spec in specs.items()}
     assert {r["queue"] for r in rows["queue-usage"]} == {"q-train", "q-research"}
     assert {r["workload"] for r in rows["mig-fit"] if "workload" in r} == {"train", "notebook"}
     assert {r["group"] for r in rows["waste-by-queue"]} >= {"q-research", "(unallocated)"}
+    for name, spec in specs.items():  # e.g. no "guarantee" entry: no queue has one
+        assert_no_empty_legend_entries(name, spec)
+    # the "who wastes it" totals are the headline's figures (fleet_summary's own run rates)
+    for by in ("namespace", "queue"):
+        totals = waste_totals(html, by)
+        assert totals["spend"] == pytest.approx(summary["monthly_spend_usd"], abs=0.01), by
+        assert totals["waste"] == pytest.approx(summary["monthly_waste_usd"], abs=0.01), by
+    # and the breakdown chart draws the same dollars per month
+    usd = sum(r["value"] for r in rows["waste-breakdown"] if r["unit"] == "$")
+    assert usd == pytest.approx(summary["monthly_spend_usd"], rel=1e-4)
+
+
+# Settings under which the 3-hour mini fleet's research notebook (2 % active) is idle; with the
+# defaults it is not judged (too few hours).
+IDLE_SETS = ("idle.min_hours=1", "idle.max_median_activity=0.05")
+
+
+def finding_targets(html: str) -> list[str]:
+    table = html[html.index('<section id="findings">'):]
+    return re.findall(r'<td class="rule">.*?</td><td>(.*?)</td>', table)
+
+
+def test_report_cli_takes_the_rule_settings_and_saved_plans_of_recommend(mini_db: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gpuinsight.cli import main
+
+    run = CliRunner().invoke
+    sets = [a for item in IDLE_SETS for a in ("--set", item)]
+    plain = run(main, ["report", "--db", str(mini_db), "--out", str(tmp_path / "plain.html")])
+    assert plain.exit_code == 0, plain.output
+    tuned = run(main, ["report", "--db", str(mini_db), "--out", str(tmp_path / "tuned.html"), *sets])
+    assert tuned.exit_code == 0, tuned.output
+    default_targets = finding_targets((tmp_path / "plain.html").read_text())
+    tuned_targets = finding_targets((tmp_path / "tuned.html").read_text())
+    assert "research/notebook" in tuned_targets and "research/notebook" not in default_targets
+
+    # a plan saved by recommend (with the same settings, given as a file) renders as saved
+    cfg = tmp_path / "rules.yaml"
+    cfg.write_text("idle:\n  min_hours: 1\n  max_median_activity: 0.05\n")
+    saved = run(main, ["recommend", "--db", str(mini_db), "--config", str(cfg), "--format", "json",
+                       "--save-plan", str(tmp_path / "plan.json")])
+    assert saved.exit_code == 0, saved.output
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    from_plan = run(main, ["report", "--db", str(mini_db), "--out", str(tmp_path / "planned.html"),
+                           "--plan", str(tmp_path / "plan.json")])
+    assert from_plan.exit_code == 0, from_plan.output
+    html = (tmp_path / "planned.html").read_text()
+    assert plan["plan_id"] in html and finding_targets(html) == tuned_targets
+    both = run(main, ["report", "--db", str(mini_db), "--out", str(tmp_path / "x.html"),
+                      "--plan", str(tmp_path / "plan.json"), "--set", IDLE_SETS[0]])
+    assert both.exit_code == 2 and "--config and --set do not apply" in both.output
+    assert not (tmp_path / "x.html").exists()
 
 
 # -- upload ------------------------------------------------------------------------------------
@@ -352,6 +602,11 @@ def test_png_svg_per_chart_and_upload_to_s3(tmp_path: Path, s3: Any, s3_endpoint
     for name in CHART_IDS:
         assert (tmp_path / "charts" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (tmp_path / "charts" / f"{name}.svg").read_text()[:500]
+    # an image travels without the page: the charts in dollars name their prices themselves
+    note = "prices: aws-us-east-1-on-demand, as of 2025-01-01"
+    for name in ("savings-by-rule", "waste-breakdown", "waste-by-queue"):
+        assert note in (tmp_path / "charts" / f"{name}.svg").read_text(), name
+    assert note not in (tmp_path / "charts" / "utilization-heatmap.svg").read_text()
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="reports")["Contents"]}
     assert "gpu/2025-03-01/report.html" in keys
     assert {f"gpu/2025-03-01/charts/{n}.{ext}" for n in CHART_IDS for ext in ("png", "svg")} <= keys
@@ -404,3 +659,38 @@ def test_cronjob_runs_collect_then_report_and_fails_loudly(tmp_path: Path) -> No
         "collect prometheus", "collect kubernetes", "collect prices", "report --out"]
     assert "--url http://prometheus:9090 --since 7d" in calls[0]
     assert re.search(r"--upload s3://b/p/prod/\d{4}-\d{2}-\d{2}$", calls[3])
+
+
+# -- KubeRay and scale-to-zero parts ------------------------------------------------------------
+
+def ray_keda_recs() -> list[Recommendation]:
+    """A scale_to_zero finding idle on nights and the weekend, and a RayJob cleanup, as the rules
+    write them (only the fields the report reads)."""
+    gr = [None if how >= 48 else (0.1 if how % 24 < 7 or how % 24 >= 19 else 45.0) for how in range(168)]
+    idle = [None if v is None else float(v < 1) for v in gr]
+    stz = Recommendation(rule="scale_to_zero", title="sleeps", namespace="ml-demo", workload="summarizer",
+                         monthly_savings_usd=428.4, proposed={"active_hours_utc": None},
+                         evidence={"hour_of_week_gr_active_pct": gr, "hour_of_week_idle_share": idle,
+                                   "idle_hours_in_long_stretches": 24, "hours_held": 48, "longest_idle_stretch_h": 12,
+                                   "hours_at_zero": 23.0, "expected_cold_starts_per_day": 1.0})
+    job = Recommendation(rule="ray", title="job", namespace="ml", workload="embed", monthly_savings_usd=3079.2,
+                         current={"shutdown_after_finish": False}, proposed={"change": "job_cleanup",
+                                                                             "ttl_after_finish_s": 300},
+                         evidence={"gpu_hours_after_end": 176.0, "hours_held_after_end": 44},
+                         target={"kind": "RayJob", "name": "embed", "namespace": "ml", "ray_cluster": "embed-x7k2p"})
+    return [stz, job]
+
+
+def test_kuberay_and_scale_to_zero_sections_and_week_chart() -> None:
+    from gpuinsight.reports import ray_keda
+
+    recs = ray_keda_recs()
+    rows = ray_keda.week_frame([recs[0]])
+    assert rows.height == 48 and set(rows["day"]) == {"Mon", "Tue"}  # only the observed week hours
+    assert rows.filter(pl.col("hour") == 12)["gr_active_pct"].to_list() == [45.0, 45.0]
+    spec = ray_keda.scale_to_zero_week([recs[0]]).to_dict()
+    assert spec["spec"]["mark"]["type"] == "rect" and spec["facet"]["row"]["field"] == "workload"
+    ray, stz = ray_keda.sections(recs)
+    assert "ml/embed-x7k2p" in ray and "shutdownAfterJobFinishes, TTL 300 s" in ray and "$3,079" in ray
+    assert "ml-demo/summarizer" in stz and "24 of 48 h" in stz and ">1.0<" in stz and "$428" in stz
+    assert ray_keda.sections([]) == []

@@ -20,6 +20,7 @@ import yaml
 from gpuinsight.sample import (
     GENERATED_FILES,
     GPU_SAMPLES_SCHEMA,
+    GPUS_PER_CELL,
     FleetSpec,
     build_fleet,
     gpu_sample_frames,
@@ -168,7 +169,7 @@ def test_label_variations(om: dict, truth: dict) -> None:
         lab = gr[ls]
         node = lab.get("Hostname") or lab.get("hostname")
         per_device[(node, lab["UUID"], lab.get("GPU_I_ID", ""))].extend(t for t, _ in pts)
-    assert len(per_device) == 57
+    assert len(per_device) == GPUS_PER_CELL - 1 + 7  # the MIG GPU shows as its 7 instances
     steps = truth["window"]["steps"]
     inside = set(range(g0, g0 + 1800, 300))
     for (node, _, _), ts in per_device.items():
@@ -209,11 +210,12 @@ def test_gpu_hours_match_kube_state_metrics(om: dict, truth: dict) -> None:
     w0 = int(datetime.fromisoformat(truth["window"]["start"]).timestamp())
     w1 = int(datetime.fromisoformat(truth["window"]["end"]).timestamp())
     ksm = _ksm_allocations(om, w0, w1)
-    assert len(ksm) == len(truth["workloads"]) == 14
+    want = _per_workload(truth, "allocated_gpu_hours", "allocated_mig_instance_hours")
+    assert len(ksm) == len(want) == 20  # the head and the trainers of a Ray cluster are one workload
+    for key, (gpu_h, mig_h) in want.items():
+        assert ksm[key]["nvidia_com_gpu"] == pytest.approx(gpu_h, abs=1e-5), key
+        assert ksm[key]["nvidia_com_mig_1g_10gb"] == pytest.approx(mig_h, abs=1e-5)
     for w in truth["workloads"]:
-        got = ksm[(w["namespace"], w["workload"])]
-        assert got["nvidia_com_gpu"] == pytest.approx(w["allocated_gpu_hours"], abs=1e-5), w["workload"]
-        assert got["nvidia_com_mig_1g_10gb"] == pytest.approx(w["allocated_mig_instance_hours"], abs=1e-5)
         assert w["allocated_mig_slice_hours"] == pytest.approx(w["allocated_mig_instance_hours"] / 7, abs=1e-5)
     by = {w["workload"]: w for w in truth["workloads"]}
     assert by["llm-pretrain"]["allocated_gpu_hours"] == 16 * 48
@@ -236,9 +238,19 @@ def test_sampled_hours_match_dcgm_series(om: dict, truth: dict) -> None:
             o = owner[(ns, pod)]
             samples[rs.get(o, o)] += len(pts)
     step_h = truth["window"]["interval_s"] / 3600
+    for (_, name), (gpu_h, mig_h) in _per_workload(truth, "allocated_gpu_hours_sampled",
+                                                   "allocated_mig_instance_hours_sampled").items():
+        assert samples[name] * step_h == pytest.approx(gpu_h + mig_h, abs=1e-5), name
+
+
+def _per_workload(truth: dict, *fields: str) -> dict[tuple[str, str], tuple[float, ...]]:
+    """Truth figures summed per workload (a Ray cluster's groups are entries of their own)."""
+    out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * len(fields))
     for w in truth["workloads"]:
-        want = w["allocated_gpu_hours_sampled"] + w["allocated_mig_instance_hours_sampled"]
-        assert samples[w["workload"]] * step_h == pytest.approx(want, abs=1e-5), w["workload"]
+        acc = out[(w["namespace"], w["workload"])]
+        for i, f in enumerate(fields):
+            acc[i] += w[f]
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _strict(schema: object) -> object:
@@ -259,9 +271,14 @@ def _strict(schema: object) -> object:
     ("volcano/scheduling.volcano.sh_podgroups.yaml", "podgroups.json", "PodGroup"),
     ("volcano/scheduling.volcano.sh_queues.yaml", "queues.json", "Queue"),
     ("karpenter/karpenter.sh_nodepools.yaml", "nodepools.json", "NodePool"),
+    ("kuberay/ray.io_rayclusters.yaml", "rayclusters.json", "RayCluster"),
+    ("fixtures/kuberay/ray.io_rayjobs.yaml.gz", "rayjobs.json", "RayJob"),
+    ("keda/keda.sh_scaledobjects.yaml", "scaledobjects.json", "ScaledObject"),
 ])
 def test_crd_objects_validate(sample_dir: Path, crd: str, dump: str, kind: str) -> None:
-    doc = yaml.safe_load((REFERENCE / crd).read_text())
+    path = ROOT / "tests" / crd if crd.startswith("fixtures/") else REFERENCE / crd
+    text = gzip.decompress(path.read_bytes()).decode() if crd.endswith(".gz") else path.read_text()
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     version = next(v for v in doc["spec"]["versions"] if v.get("storage"))
     validator = jsonschema.Draft202012Validator(_strict(version["schema"]["openAPIV3Schema"]),
                                                 format_checker=jsonschema.FormatChecker())
@@ -283,7 +300,8 @@ def test_kubectl_dumps(sample_dir: Path, truth: dict) -> None:
     for p in pods:
         req = p["spec"]["containers"][0]["resources"]["requests"]
         gpu_pods += "nvidia.com/gpu" in req or "nvidia.com/mig-1g.10gb" in req
-        assert p["spec"]["schedulerName"] == "volcano" and p["spec"]["nodeName"]
+        ray = "ray.io/cluster" in p["metadata"]["labels"]  # KubeRay pods here are not scheduled by Volcano
+        assert p["spec"]["schedulerName"] == ("default-scheduler" if ray else "volcano") and p["spec"]["nodeName"]
         assert p["metadata"]["ownerReferences"] and p["status"]["phase"] in ("Running", "Failed")
     assert gpu_pods == len(pods) >= 20
     prod = [p for p in pods if p["metadata"]["namespace"].startswith("prod-")]
@@ -307,9 +325,10 @@ def test_ground_truth(truth: dict) -> None:
     assert got == {("mig", "recsys-ranker"), ("idle", "jupyter-bob"), ("idle", "jupyter-alice"),
                    ("binpack", "detector-train"), ("spot", "feature-extract"), ("timeslice", "tokenizer-svc"),
                    ("timeslice", "eval-api"), ("timeslice", "feature-preview"), ("mps", "query-encoder"),
-                   ("mps", "reranker-small"), ("queue", None)}
+                   ("mps", "reranker-small"), ("queue", None), ("ray", "batch-infer"), ("ray", "llm-finetune"),
+                   ("ray", "nightly-embed"), ("scale_to_zero", "summarizer-preview")}
     assert {w["workload"] for w in truth["must_not_flag"]} == {"llm-pretrain", "llm-serving", "text-embed",
-                                                              "nightly-eval"}
+                                                              "nightly-eval", "chat-router", "translate-preview"}
     obs = {w["workload"]: w["observed"] for w in truth["workloads"]}
     assert obs["recsys-ranker"]["gr_active_max"] < 0.12 and obs["recsys-ranker"]["fb_used_max_mib"] < 9984
     assert obs["jupyter-bob"]["idle_fraction"] > 0.9 and obs["jupyter-alice"]["idle_fraction"] > 0.9
@@ -350,9 +369,9 @@ def test_promtool_accepts_openmetrics(sample_dir: Path, tmp_path: Path) -> None:
 
 def test_fleet_scales_to_10000_gpus() -> None:
     spec = FleetSpec.for_gpus(10000, days=1)
-    assert abs(spec.gpu_count - 10000) <= 51
+    assert abs(spec.gpu_count - 10000) <= GPUS_PER_CELL
     fleet = build_fleet(spec)
-    assert fleet.devices.height == spec.cell_count * 57
+    assert fleet.devices.height == spec.cell_count * (GPUS_PER_CELL - 1 + 7)
     assert fleet.nodes["name"].n_unique() == fleet.nodes.height
     first = next(gpu_sample_frames(fleet, chunk_hours=1))
     assert first.height == fleet.devices.height * (3600 // spec.interval_s)

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import orjson
 import polars as pl
-import pytest
 
 from gpuinsight.config import Config
-from gpuinsight.errors import BadInput
 from gpuinsight.sources.series import (
     SeriesBatch,
+    TransformStats,
     dcgm_samples,
     gpu_inventory,
     ksm_nodes,
@@ -45,6 +44,7 @@ def test_attribution_coalesces_exported_old_and_plain_labels() -> None:
         # old namespace labels, lower-case metric name, relabelled node beats Hostname
         {"metric": "dcgm_fi_dev_gpu_util", "ts": 0, "value": 10, "gpu": "0", "uuid": "GPU-3", "node": "n3",
          "Hostname": "dcgm-exporter-pod", "pod_name": "nb-0", "pod_namespace": "dev", "container_name": "j"},
+        {"metric": "kube_node_info", "ts": 0, "value": 1, "node": "n1"},  # Hostname counts: it names a known node
     ])
     out = dcgm_samples(s, "c1", 300).sort("gpu_uuid")
     assert out.select("gpu_uuid", "node", "namespace", "pod", "container").rows() == [
@@ -63,9 +63,10 @@ def test_mig_instances_max_columns_and_nan() -> None:
         {"metric": "DCGM_FI_DEV_FB_USED", "ts": 0, "value": 100, **mig, "GPU_I_ID": "8"},
         {"metric": "DCGM_FI_DEV_FB_USED", "ts": 5, "value": float("inf"), **mig, "GPU_I_ID": "8"},
     ])
-    stats: dict[str, int] = {}
+    stats = TransformStats()
     out = dcgm_samples(s, "c", 300, stats=stats).sort("mig_instance")
-    assert stats == {"nonfinite_dropped": 2}
+    assert stats.dropped.counts == {("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "nonfinite"): 1,
+                                    ("DCGM_FI_DEV_FB_USED", "nonfinite"): 1}
     assert out.select("mig_instance", "mig_profile", "gr_active", "gr_active_max", "fb_used_mib", "fb_used_max_mib",
                       "gpu_util").rows() == [(7, "1g.10gb", 0.2, 0.9, 900.0, 900.0, None),
                                              (8, "1g.10gb", None, None, 100.0, 100.0, None)]
@@ -73,10 +74,14 @@ def test_mig_instances_max_columns_and_nan() -> None:
     assert inv.select("gpu_uuid", "gpu_model", "mig_mode", "memory_mib").rows() == [("GPU-1", "A100-80GB", True, 81920.0)]
 
 
-def test_series_without_gpu_identity_is_bad_input_naming_it() -> None:
-    s = frame([{"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 1, "gpu": "0", "Hostname": "n7"}])
-    with pytest.raises(BadInput, match=r'DCGM_FI_DEV_GPU_UTIL\{gpu="0",Hostname="n7"\}.*UUID'):
-        dcgm_samples(s, "c", 60)
+def test_series_without_gpu_identity_is_skipped_and_counted() -> None:
+    s = frame([{"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 1, "gpu": "0", "Hostname": "n7"},
+               {"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 1, "value": 1, "gpu": "0", "Hostname": "n7"},
+               {"metric": "DCGM_FI_DEV_GPU_UTIL", "ts": 0, "value": 7, **GPU, "Hostname": "n7"}])
+    stats = TransformStats()
+    out = dcgm_samples(s, "c", 60, stats=stats)
+    assert out["gpu_uuid"].to_list() == ["GPU-1"] and len(stats.unidentified_series) == 1
+    assert "DCGM_FI_DEV_GPU_UTIL{Hostname=\"n7\",gpu=\"0\"}" in stats.notes()[0]
     assert dcgm_samples(frame([{"metric": "up", "ts": 0, "value": 1}]), "c", 60).height == 0
 
 
@@ -194,3 +199,56 @@ def test_pods_sharing_a_gpu_each_keep_a_row_and_reloads_replace_the_gpu_step(tmp
         load_series(wh, cfg, [step(["a"])], source="test", scope="s", window=None)  # the same step, re-read
         assert wh.sql("SELECT pod FROM gpu_samples")["pod"].to_list() == ["a"]
         assert wh.sql("SELECT pod FROM gpu_hourly")["pod"].to_list() == ["a"]
+
+
+def test_node_resolution_order_and_evidence() -> None:
+    """Relabelled labels first, Hostname only when it names a known node, then the pods the
+    series names (namespaced workload pod, exporter pod by name, scrape address), else a hint."""
+    from gpuinsight.sources.gpu_nodes import NodeDirectory, resolve_nodes
+
+    info = [
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "ml", "pod": "train-0", "node": "n-train",
+         "pod_ip": "10.1.0.5"},
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x",
+         "node": "n-exp", "pod_ip": "10.2.0.7"},
+        {"metric": "kube_pod_info", "ts": 0, "value": 1, "namespace": "gpu-operator", "pod": "dcgm-hostnet",
+         "node": "n-host", "pod_ip": "10.0.0.9", "host_ip": "10.0.0.9", "host_network": "true"},
+        {"metric": "kube_node_info", "ts": 0, "value": 1, "node": "n-known"},
+    ]
+    series = [
+        {"metric": "m", "ts": 0, "value": 1, "my_node": "n-relabel", "Hostname": "n-known"},   # configured label
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "n-known"},                           # a known node
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "whatever", "namespace": "ml", "pod": "train-0"},
+        {"metric": "m", "ts": 0, "value": 1, "hostname": "nvidia-dcgm-exporter-x"},            # the exporter pod
+        {"metric": "m", "ts": 0, "value": 1, "instance": "10.2.0.7:9400"},                     # its address
+        {"metric": "m", "ts": 0, "value": 1, "instance": "10.0.0.9:9400"},                     # hostNetwork
+        {"metric": "m", "ts": 0, "value": 1, "Hostname": "r6i3n0"},                            # nothing knows it
+        {"metric": "m", "ts": 0, "value": 1},
+    ]
+    d = NodeDirectory.from_series(frame(info))
+    out = resolve_nodes(frame(series), d, ("my_node", "node", "Hostname", "hostname"))
+    assert out.rows() == [("n-relabel", None), ("n-known", None), ("n-train", None), ("n-exp", None),
+                          ("n-exp", None), ("n-host", None), (None, "r6i3n0"), (None, None)]
+
+
+def test_provider_ids_and_ksm_label_names() -> None:
+    from gpuinsight.sources.k8s.nodes import zone_of_provider
+    from gpuinsight.sources.prom.ksm import sanitized_label
+
+    assert zone_of_provider("aws:///us-east-1a/i-0abc") == "us-east-1a"
+    assert zone_of_provider("gce://fathom-containers/us-east1-c/gke-node") == "us-east1-c"
+    assert zone_of_provider("azure:///subscriptions/x/vm") is None and zone_of_provider(None) is None
+    assert sanitized_label("eks.amazonaws.com/capacityType") == ("eks_amazonaws_com_capacity_type",
+                                                                  "eks_amazonaws_com_capacityType")
+    assert sanitized_label("karpenter.sh/nodepool") == ("karpenter_sh_nodepool",)
+
+
+def test_every_dcgm_sentinel_is_classified_blank_and_ranges_hold() -> None:
+    from gpuinsight.sources.dcgm import BLANK_FLOOR, FP64_BLANK, INT32_BLANK, INT64_BLANK, reading_class
+
+    sentinels = [float(b + k) for b in (INT32_BLANK, INT64_BLANK) for k in range(4)]
+    sentinels += [FP64_BLANK + k for k in range(4)] + [4294967295.0]
+    values = [*sentinels, float("nan"), float("inf"), -3.0, 101.0, 100.0, 0.0]
+    why = pl.DataFrame({"v": values}).select(reading_class(pl.col("v"), pl.lit(0.0), pl.lit(100.0)).alias("why"))["why"].to_list()
+    assert why == ["blank"] * len(sentinels) + ["nonfinite", "nonfinite", "range", "range", None, None]
+    assert min(sentinels) == BLANK_FLOOR

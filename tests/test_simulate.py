@@ -315,3 +315,22 @@ def test_fgd_allocates_at_least_as_much_as_best_fit_on_the_openb_trace(tmp_path:
     assert alloc["gpuinsight"] >= alloc["fgd"] - 0.5
     assert frag50["fgd"] < frag50["best-fit"]
     assert not math.isnan(frag50["gpuinsight"])
+
+
+def test_simulate_refuses_bytes_that_are_not_utf8_like_the_import(tmp_path: Path) -> None:
+    """Bad bytes in a trace are bad input (exit 2, file:line), the same message as ``import``."""
+    from click.testing import CliRunner
+
+    from gpuinsight.cli import main
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n")
+    pods = tmp_path / "pods.csv"
+    pods.write_bytes(b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\np1,1000,1024,1,5\xff0\n")
+    runner = CliRunner()
+    res = runner.invoke(main, ["simulate", "--pods", str(pods), "--nodes", str(nodes), "--policy", "best-fit"])
+    assert res.exit_code == 2, res.output
+    assert f"{pods}:3: not UTF-8 text (byte 0xff)" in res.output and len(res.output.strip().splitlines()) == 1
+    imported = runner.invoke(main, ["import", "alibaba-openb", "--db", str(tmp_path / "w.duckdb"),
+                                    "--pods", str(pods), "--nodes", str(nodes)])
+    assert imported.exit_code == 2 and f"{pods}:3: not UTF-8 text (byte 0xff)" in imported.output

@@ -48,9 +48,8 @@ def prepare_plan(plan: Plan, wh: Warehouse, *, cluster: str = "default", kube: K
     if dump_dir is not None:
         view = ClusterState.from_dump_dir(Path(dump_dir), cluster)
         for key, obj in view.objects.items():
-            if key not in state.objects:
-                state.objects[key] = obj
-                state.sources[key] = view.sources[key]
+            if key not in state.objects or state.known.get(key) == ():  # () : the warehouse kept no field
+                state.put(obj, view.sources[key])
         state.pods = state.pods or view.pods
         state.pdbs = state.pdbs or view.pdbs
         state.nodes = {**view.nodes, **state.nodes}

@@ -18,8 +18,9 @@ from gpuinsight.actions.audit import ApplyResult, Step
 from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.eks import Eks, describe_for_audit
 from gpuinsight.actions.kube import Kube, MissingApi
-from gpuinsight.actions.patching import get, norm, restore_patch, strip_server_fields
-from gpuinsight.actions.planio import validate_plan
+from gpuinsight.actions.patching import get, norm, restore_ops, snapshot_fields, strip_server_fields
+from gpuinsight.actions.planio import FUTURE_SKEW, validate_plan
+from gpuinsight.actions.redact import MARK, contains_mark, redact, redact_fields
 from gpuinsight.actions.refs import Ref, kind_info
 from gpuinsight.errors import BadInput, GpuInsightError, NotFound, RuntimeFailure
 from gpuinsight.rules.base import Plan
@@ -56,7 +57,8 @@ def k8s_drift(action: dict[str, Any], live: dict[str, Any] | None, *, strict: bo
     if gen is not None and meta.get("generation") is not None and int(meta["generation"]) != int(gen):
         return f"{target} spec changed (generation {gen} -> {meta['generation']})"
     for ptr, seen in (obs.get("fields") or {}).items():
-        now = get(live, ptr)
+        # plans keep secrets redacted, so the live value is compared in the same form
+        now = redact_fields({ptr: get(live, ptr)})[ptr]
         if norm(now) != norm(seen):
             return f"{target} {ptr} is {_short(now)}, the plan saw {_short(seen)}"
     return None
@@ -125,11 +127,13 @@ class _Runner:
             what = f"{info.api_version} {info.plural}{'/' + sub if sub else ''}"
             raise MissingApi(f"{action['target']}: {what} is not served by this cluster (CRD not installed?)", 404)
 
-    def run(self, action: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+    def run(self, action: dict[str, Any], *, dry_run: bool, resource_version: str | None = None) -> dict[str, Any]:
+        """Carry out one action. ``resource_version`` (of the object as just read) makes the write
+        conditional: an object changed since is a 409 conflict, not a silent overwrite."""
         kind = action["type"]
         if kind == "aws-eks":
             eks = self.need_eks()
-            return {"args": eks.dry_run(action)} if dry_run else eks.apply(action)
+            return {"args": eks.dry_run(action)} if dry_run else redact(eks.apply(action))
         kube = self.need_kube()
         if kind == "drain":
             for ref in _pods(action):
@@ -138,12 +142,38 @@ class _Runner:
         if kind == "k8s-patch":
             ref = model.action_ref(action)
             assert ref is not None
-            out = kube.patch(ref, action["patch"], "json", dry_run=dry_run)
+            ops = list(action["patch"])
+            if resource_version:
+                ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
+            out = kube.patch(ref, ops, "json", dry_run=dry_run)
         else:
             cfg = model.apply_config(action)
             assert cfg is not None
+            if resource_version:
+                cfg = {**cfg, "metadata": {**cfg["metadata"], "resourceVersion": resource_version}}
             out = kube.apply(cfg, dry_run=dry_run, force=False)
         return {"resourceVersion": get(out, "/metadata/resourceVersion")}
+
+
+def snapshot(action: dict[str, Any], obj: Any) -> Any:
+    """What the audit keeps of an object: only the fields the action touches (no env, no other
+    containers, no Secret data), secrets redacted all the same; drains and EKS keep their own."""
+    if action["type"] in ("drain", "aws-eks"):
+        return redact(obj)
+    if obj is None:
+        return None
+    snap = snapshot_fields(obj, model.touched_paths(action))
+    snap["fields"] = redact_fields(snap["fields"])
+    snap["resourceVersion"] = get(obj, "/metadata/resourceVersion")
+    return snap
+
+
+def _after(action: dict[str, Any], obj: Any) -> dict[str, Any] | None:
+    """The touched fields as the action leaves them (rollback checks nobody changed them since)."""
+    if action["type"] in ("drain", "aws-eks"):
+        return None
+    after = model.expected_after(action, obj)
+    return redact_fields({p: get(after, p) for p in model.touched_paths(action)})
 
 
 # -- apply -------------------------------------------------------------------------------------
@@ -161,6 +191,8 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
     if now - created > max_age:
         raise BadInput(f"plan {plan.plan_id}: created_at {created.isoformat()} is older than {max_age}; "
                        f"run recommend again")
+    if created > now + FUTURE_SKEW:
+        raise BadInput(f"plan {plan.plan_id}: created_at {created.isoformat()} is in the future")
     wanted = set(only) if only is not None else None
     if wanted is not None and (unknown := wanted - {r.id for r in plan.recommendations}):
         raise NotFound(f"plan {plan.plan_id}: no recommendation {', '.join(sorted(unknown))}")
@@ -168,7 +200,7 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
     for action in actions:
         if action["type"] == "refused":
             raise BadInput(action["message"])
-    actions = [a for a in actions if a["type"] not in ("note",)]
+    actions = [a for a in actions if a["type"] not in model.INERT_TYPES]
     result = ApplyResult(plan.plan_id)
     if audit.rows(wh, plan.plan_id, ("applied",)):
         raise BadInput(f"plan {plan.plan_id} is already applied; roll it back first (gpuinsight rollback "
@@ -204,24 +236,28 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
             raise stop(i, "dry-run-failed", str(exc)) from exc
         drift = runner.drift(action, prev)
         if drift:
-            raise stop(i, "refused", f"the cluster changed since the plan: {drift}; run recommend again", prev)
+            raise stop(i, "refused", f"the cluster changed since the plan: {drift}; run recommend again",
+                       snapshot(action, prev))
         previous.append(prev)
     for i, action in enumerate(actions):
         try:
             runner.run(action, dry_run=True)
         except GpuInsightError as exc:
-            raise stop(i, "dry-run-failed", f"dry run: {exc}", previous[i]) from exc
+            raise stop(i, "dry-run-failed", f"dry run: {exc}", snapshot(action, previous[i])) from exc
     for i, action in enumerate(actions):
-        audit.record(wh, plan.plan_id, seqs[i], action, "dry-run-ok", "", previous[i])
+        audit.record(wh, plan.plan_id, seqs[i], action, "dry-run-ok", "", snapshot(action, previous[i]))
     # 4. apply, recording each change as it happens
     for i, action in enumerate(actions):
         try:
             prev = runner.current(action)
-            applied = runner.run(action, dry_run=False)
+            rv = get(prev, "/metadata/resourceVersion") if isinstance(prev, dict) else None
+            applied = runner.run(action, dry_run=False, resource_version=rv)
         except GpuInsightError as exc:
-            raise stop(i, "failed", str(exc), previous[i]) from exc
+            raise stop(i, "failed", str(exc), snapshot(action, previous[i])) from exc
         message = action.get("description", "")
-        result.steps.append(audit.record(wh, plan.plan_id, seqs[i], action, "applied", message, prev, applied))
+        applied["after"] = _after(action, prev)
+        result.steps.append(audit.record(wh, plan.plan_id, seqs[i], action, "applied", message,
+                                         snapshot(action, prev), applied))
     return result
 
 
@@ -242,7 +278,7 @@ def rollback(plan_id: str, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
     steps = []
     for row in rows:
         action, prev = row["applied"]["action"], row["previous"]
-        steps.append((row, action, prev, _restore_plan(runner, action, prev, force)))
+        steps.append((row, action, prev, _restore_plan(runner, action, prev, row["applied"].get("after"), force)))
     for row, action, _prev, todo in steps:  # dry run of every restore first
         try:
             _restore(runner, action, todo, dry_run=True)
@@ -261,24 +297,30 @@ def rollback(plan_id: str, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
     return result
 
 
-def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, force: bool) -> dict[str, Any]:
+def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any,
+                  force: bool) -> dict[str, Any]:
     kind = action["type"]
     if kind in ("drain", "aws-eks"):
         return {"previous": prev}
     ref = model.action_ref(action)
     assert ref is not None
     live = runner.need_kube().get(ref)
-    paths = model.touched_paths(action)
+    if isinstance(prev, dict) and "fields" not in prev:  # a row written before audits kept fields only
+        after = after or _after(action, prev)
+        prev = snapshot(action, prev)
     if not force and live is not None:
-        expected = model.expected_after(action, prev)
-        for ptr in paths:
-            if norm(get(live, ptr)) != norm(get(expected, ptr)):
+        for ptr, value in (after or {}).items():
+            now = redact_fields({ptr: get(live, ptr)})[ptr]
+            if norm(now) != norm(value):
                 raise ApplyFailed(f"rollback refused: {action['target']} {ptr} changed after the apply "
-                                  f"(now {_short(get(live, ptr))}); pass force to restore anyway",
-                                  ApplyResult(""))
+                                  f"(now {_short(now)}); pass force to restore anyway", ApplyResult(""))
     if prev is None:
         return {"delete": ref, "exists": live is not None}
-    return {"patch": restore_patch(prev, paths), "ref": ref}
+    if contains_mark(prev.get("fields")):
+        raise ApplyFailed(f"rollback refused: the recorded state of {action['target']} has {MARK} values "
+                          f"(secrets are never stored); restore it by hand", ApplyResult(""))
+    ops = [op for op in action.get("patch") or [] if op.get("op") == "test" and op["path"].endswith("/name")]
+    return {"patch": ops + restore_ops(prev, live or {}), "ref": ref}
 
 
 def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, dry_run: bool) -> str:
@@ -292,5 +334,6 @@ def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, d
         if todo["exists"]:
             kube.delete(todo["delete"], dry_run=dry_run)
         return f"deleted {todo['delete'].key} (it did not exist before)"
-    kube.patch(todo["ref"], todo["patch"], "merge", dry_run=dry_run, field_manager=ROLLBACK_MANAGER)
+    if todo["patch"]:
+        kube.patch(todo["ref"], todo["patch"], "json", dry_run=dry_run, field_manager=ROLLBACK_MANAGER)
     return f"restored {', '.join(model.touched_paths(action))}"

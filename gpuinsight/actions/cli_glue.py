@@ -6,12 +6,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuinsight.actions import audit
+from gpuinsight.actions import audit, model
 from gpuinsight.actions.apply import apply_plan, rollback
+from gpuinsight.actions.audit import ApplyResult
+from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.diff import diff_plan
 from gpuinsight.actions.eks import Eks
 from gpuinsight.actions.kube import Kube
 from gpuinsight.actions.plan import warehouse_cluster
+from gpuinsight.actions.state import ClusterState
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
@@ -33,7 +36,7 @@ def eks_region(wh: Warehouse) -> str | None:
 def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None, live: bool = False,
                   dump_dir: Path | None = None) -> str:
     """``recommend``'s diff: against the live cluster (``live`` or a ``context``), kubectl dumps, or
-    what the warehouse recorded."""
+    what the warehouse recorded. The plan's actions are rebuilt from that state."""
     from gpuinsight.actions import prepare_plan
 
     kube = Kube.from_kubeconfig(context) if (live or context) else None
@@ -42,9 +45,27 @@ def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None, liv
     return diff_plan(plan, state)
 
 
+def reviewed_state(plan: Plan, wh: Warehouse | None, *, cluster: str | None = None,
+                   kube: Kube | None = None) -> ClusterState:
+    """The state a reviewed plan's actions are shown against, WITHOUT rebuilding them: the
+    objects they touch, live when ``kube`` is given, else as the warehouse recorded them."""
+    state = ClusterState.from_warehouse(wh, warehouse_cluster(wh, cluster)) if wh is not None else ClusterState()
+    if kube is not None:
+        refs = [r for a in ordered_actions(plan) if a["type"] not in ("note", "refused")
+                and (r := model.action_ref(a)) is not None]
+        state.refresh(kube, refs, overwrite=True)
+    return state
+
+
+def _result_text(plan: Plan, diff: str, result: ApplyResult) -> str:
+    lines = [diff, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
+    lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
+    return "\n".join(lines)
+
+
 def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
                    max_age: timedelta = timedelta(hours=24), only: list[str] | None = None) -> str:
-    """Rebuild the plan's actions from live objects, show the diff, then apply (dry run first)."""
+    """A fresh plan: build its actions from live objects, show the diff, then apply (dry run first)."""
     from gpuinsight.actions import needs_eks, prepare_plan
 
     kube = Kube.from_kubeconfig(context)
@@ -52,9 +73,20 @@ def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
     eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
     text = diff_plan(plan, state)
     result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None)
-    lines = [text, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
-    lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
-    return "\n".join(lines)
+    return _result_text(plan, text, result)
+
+
+def apply_reviewed_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
+                            max_age: timedelta = timedelta(hours=24), only: list[str] | None = None) -> str:
+    """A reviewed plan (``--plan FILE``, its signature already checked): apply exactly its
+    actions, nothing rebuilt; the drift check compares what it observed with the live objects."""
+    from gpuinsight.actions import needs_eks
+
+    kube = Kube.from_kubeconfig(context)
+    eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
+    text = diff_plan(plan, reviewed_state(plan, gi.wh, cluster=gi.config.cluster, kube=kube))
+    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None)
+    return _result_text(plan, text, result)
 
 
 def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: str | None = None) -> str:
@@ -67,4 +99,5 @@ def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: str | None = Non
     return "\n".join([*lines, result.summary()])
 
 
-__all__ = ["apply_from_cli", "diff_from_cli", "eks_region", "rollback_from_cli"]
+__all__ = ["apply_from_cli", "apply_reviewed_from_cli", "diff_from_cli", "eks_region", "reviewed_state",
+           "rollback_from_cli"]

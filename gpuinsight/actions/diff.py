@@ -1,7 +1,8 @@
 """``recommend``'s default output: the plan's actions as a diff against live or dumped state.
 
 Only the fields an action touches are shown (a unified diff of their YAML), so a Queue re-weight
-reads as two lines, not as the whole object with its status.
+reads as two lines, not as the whole object with its status; a JSON patch into one container
+shows that container's resources, never its ``env``. What is shown is redacted all the same.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import yaml
 
 from gpuinsight.actions import model
 from gpuinsight.actions.patching import PatchError, get, has, tokens
+from gpuinsight.actions.redact import one_line, redact
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Plan
@@ -62,9 +64,13 @@ def _source(state: ClusterState, ref: Ref) -> str:
 def diff_action(action: dict[str, Any], state: ClusterState) -> list[str]:
     kind = action.get("type")
     if kind == "note":
-        return [f"  note: {action.get('message')}"]
+        return [f"  note: {one_line(action.get('message'))}"]
     if kind == "refused":
-        return [f"  REFUSED: {action.get('message')}"]
+        return [f"  REFUSED: {one_line(action.get('message'))}"]
+    prefix = []
+    if kind == "manifest-patch":
+        prefix = ["  (not applied to the cluster: a patch for the workload's manifest, applied at its next "
+                  "submission)"]
     if kind == "drain":
         pods = ", ".join(f"{p['namespace']}/{p['name']}" for p in action.get("pods") or [])
         gang = f" (gang {action['gang']}, together)" if action.get("gang") else ""
@@ -83,15 +89,15 @@ def diff_action(action: dict[str, Any], state: ClusterState) -> list[str]:
     live = state.get(ref)
     paths = model.touched_paths(action)
     try:
-        after = project(model.expected_after(action, live), paths)
+        after = redact(project(model.expected_after(action, live), paths))
     except PatchError as exc:
-        return [f"  {ref.key}: the patch does not fit the {_source(state, ref)} object: {exc}"]
-    before = project(live, paths)
+        return [*prefix, f"  {ref.key}: the patch does not fit the {_source(state, ref)} object: {exc}"]
+    before = redact(project(live, paths))
     if before == after:
-        return [f"  {ref.key}: no change ({_source(state, ref)} state already matches)"]
+        return [*prefix, f"  {ref.key}: no change ({_source(state, ref)} state already matches)"]
     lines = difflib.unified_diff(_yaml(before), _yaml(after), f"{ref.key} ({_source(state, ref)})",
                                  f"{ref.key} (planned)", lineterm="", n=2)
-    return ["  " + line for line in lines]
+    return [*prefix, *("  " + line for line in lines)]
 
 
 def diff_plan(plan: Plan, state: ClusterState) -> str:
@@ -100,16 +106,16 @@ def diff_plan(plan: Plan, state: ClusterState) -> str:
            f"${plan.total_monthly_savings_usd:,.2f}/month"]
     for rec in plan.recommendations:
         out.append("")
-        out.append(f"# {rec.id} [{rec.rule}] {rec.title} (${rec.monthly_savings_usd:,.2f}/month)")
+        out.append(f"# {rec.id} [{rec.rule}] {one_line(rec.title)} (${rec.monthly_savings_usd:,.2f}/month)")
         if not rec.actions:
             out.append("  (no actions built)")
         for action in rec.actions:
             if action.get("type") in ("note", "refused"):
                 out.extend(line.replace("  ", "- ", 1) for line in diff_action(action, state))
                 continue
-            out.append(f"- {action.get('phase', '')}: {action.get('description', action.get('type'))}")
+            out.append(f"- {action.get('phase', '')}: {one_line(action.get('description', action.get('type')))}")
             out.extend(diff_action(action, state))
     if state.notes:
         out.append("")
-        out += [f"note: {n}" for n in state.notes]
+        out += [f"note: {one_line(n)}" for n in state.notes]
     return "\n".join(out)

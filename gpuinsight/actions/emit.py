@@ -1,20 +1,40 @@
-"""``recommend --emit DIR``: the plan as files for kubectl, kustomize or a GitOps repository.
+"""``recommend --emit DIR``: the whole plan as files, in order, for kubectl, kustomize or GitOps.
 
-* one YAML per object changed by server-side apply (several actions on one object are merged),
-  listed in ``kustomization.yaml`` (``kubectl apply --server-side --field-manager=gpuinsight -k DIR``);
-* ``patches/*.json``: JSON patches (``kubectl patch --type=json``), which kustomize cannot
-  target without the workload's own manifest;
-* ``eks/*.json``: ``aws eks ... --cli-input-json`` inputs;
-* ``steps.sh``: every step in apply order, including cordon and evictions (PDB-aware);
-* ``plan.json``: the plan itself (``gpuinsight`` can apply it later).
-Nothing here touches a cluster.
+A plan is a sequence of steps; each step is a numbered directory, and ``steps.sh`` carries out
+all of them in order::
+
+    DIR/README.md          what each step does, what the script does not do, the prerequisites
+    DIR/steps.sh           every step in order (DRY_RUN=1: server-side dry runs; `sh steps.sh N`
+                           starts at step N)
+    DIR/plan.json          the plan (`gpuinsight recommend --plan DIR/plan.json` reads it back)
+    DIR/01-config/         server-side apply configurations + kustomization.yaml
+    DIR/04-workload-patch/ JSON patches (`kubectl patch --type=json`, kustomize cannot target them)
+    DIR/06-cordon-evict/   node cordons and pod evictions: one step, never a kustomization, so a
+                           node is never cordoned without being emptied
+    DIR/07-eks/            `aws eks ... --cli-input-json` inputs
+    DIR/08-manifest/       patches for a workload's manifest (not applied to the cluster)
+
+There is no top-level ``kustomization.yaml``: ``kubectl apply -k DIR`` fails instead of
+performing half the plan. Only the server-side-apply steps are kustomizations. Whatever
+``steps.sh`` cannot do (an EKS node group that needs values copied from another) stops it with
+the step to do by hand and the command to resume.
+
+Everything is written into a temporary directory next to ``DIR`` and renamed onto it at the end:
+a failure leaves no partial output. An existing ``DIR`` is replaced only if an earlier emit wrote
+it. Free text from the plan goes only into comments and Markdown, flattened to one line, and
+every value on a command line is shell-quoted. Nothing here touches a cluster.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,87 +43,310 @@ import yaml
 from gpuinsight.actions import model
 from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.patching import apply_merge
-from gpuinsight.actions.planio import plan_to_json
+from gpuinsight.actions.planio import plan_text
+from gpuinsight.actions.prereqs import markdown, prerequisites_for
+from gpuinsight.actions.redact import one_line
 from gpuinsight.actions.refs import Ref
+from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import Plan
 
-SSA = "kubectl apply --server-side --field-manager=gpuinsight ${DRY_RUN:+--dry-run=server}"
+MARKER = ".gpuinsight-plan"
+SSA = '"$KUBECTL" apply --server-side --field-manager=gpuinsight $DRY'
+MAX_NAME = 120  # file name stem; object names go up to 253 characters, file names to 255 bytes
+
+
+@dataclass
+class Step:
+    kind: str          # apply | patch | cordon-evict | eks | manifest
+    phase: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return {"apply": self.phase, "patch": f"{self.phase}-patch", "cordon-evict": "cordon-evict",
+                "eks": "eks" if self.phase == "node-pool" else f"eks-{self.phase}",
+                "manifest": "manifest"}[self.kind]
+
+
+def _step_kind(action: dict[str, Any]) -> str | None:
+    kind = action["type"]
+    if kind in ("cordon", "drain"):
+        return "cordon-evict"
+    if kind in ("k8s-apply", "k8s-label"):
+        return "apply"
+    return {"k8s-patch": "patch", "aws-eks": "eks", "manifest-patch": "manifest"}.get(kind)
+
+
+def steps_of(actions: list[dict[str, Any]]) -> list[Step]:
+    """The steps, in apply order: the actions of one phase and one kind form a step (actions
+    within a phase are independent of each other, so a phase's applies are grouped before its
+    patches); cordons and evictions form one step."""
+    steps: list[Step] = []
+    by_key: dict[tuple[str, str], Step] = {}
+    for action in actions:
+        kind = _step_kind(action)
+        if kind is None:
+            continue
+        phase = "drain" if kind == "cordon-evict" else str(action.get("phase"))
+        if (phase, kind) not in by_key:
+            by_key[(phase, kind)] = Step(kind, phase)
+            steps.append(by_key[(phase, kind)])
+        by_key[(phase, kind)].actions.append(action)
+    order = ("apply", "patch", "cordon-evict", "eks", "manifest")
+    return sorted(steps, key=lambda s: (model.phase_index({"phase": s.phase}), order.index(s.kind)))
 
 
 def _slug(*parts: str | None) -> str:
-    return re.sub(r"[^a-z0-9.-]+", "-", "-".join(p for p in parts if p).lower()).strip("-")
+    slug = re.sub(r"[^a-z0-9.-]+", "-", "-".join(p for p in parts if p).lower()).strip("-.") or "x"
+    if len(slug) > MAX_NAME:
+        digest = hashlib.sha256(slug.encode()).hexdigest()[:10]
+        slug = f"{slug[:MAX_NAME - 11]}-{digest}"
+    return slug
 
 
 def _dump(doc: Any) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
 
 
-def emit(plan: Plan, out_dir: str | Path, *, only: set[str] | None = None) -> list[Path]:
-    """Write the plan's actions under ``out_dir``; returns the files written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    actions = ordered_actions(plan, only)
-    written: list[Path] = []
-    objects: dict[str, dict[str, Any]] = {}
-    files: dict[str, str] = {}
-    steps = ["#!/bin/sh", f"# gpuinsight plan {plan.plan_id}: every step in apply order. Review first.",
-             "# DRY_RUN=1 sh steps.sh runs the Kubernetes steps as server-side dry runs.", "set -eu",
-             'cd "$(dirname "$0")"', ""]
-    counter = 0
-    for action in actions:
-        kind = action["type"]
-        steps.append(f"# [{action.get('phase')}] {action.get('description', '')}".replace("\n", " "))
-        cfg = model.apply_config(action)
-        if cfg is not None:
+def _q(value: Any) -> str:
+    return shlex.quote(str(value))
+
+
+class _Files:
+    """The files of one emission (relative path -> text); a path used twice is an error."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+
+    def add(self, rel: str, text: str) -> str:
+        if rel in self.files or any(rel.startswith(f + "/") or f.startswith(rel + "/") for f in self.files):
+            raise BadInput(f"emit: two parts of the plan would be written to {rel}")
+        self.files[rel] = text
+        return rel
+
+
+def render(plan: Plan, actions: list[dict[str, Any]]) -> dict[str, str]:
+    """Every file of the emitted plan (relative path -> text), without touching the disk."""
+    files = _Files()
+    pid = plan.plan_id  # validated (planio.check_plan_id): letters, digits and hyphens, safe anywhere
+    steps = steps_of(actions)
+    script = [
+        "#!/bin/sh",
+        f"# gpuinsight plan {pid}: every step of the plan, in order. Read README.md first.",
+        "#   sh steps.sh              carry the plan out",
+        "#   DRY_RUN=1 sh steps.sh    server-side dry run of every Kubernetes step (AWS steps are skipped)",
+        "#   sh steps.sh N            start at step N (after a step done by hand)",
+        "set -eu",
+        'cd "$(dirname "$0")"',
+        'FROM="${1:-1}"',
+        'KUBECTL="${KUBECTL:-kubectl}"',
+        'AWS="${AWS:-aws}"',
+        'DRY="${DRY_RUN:+--dry-run=server}"',
+        'step() { [ "$1" -ge "$FROM" ] || return 1; printf \'== step %s: %s\\n\' "$1" "$2" >&2; }',
+        'manual() {',
+        '  printf \'step %s is not done by this script: %s\\n\' "$1" "$2" >&2',
+        '  if [ -n "${DRY_RUN:-}" ]; then return 0; fi',
+        '  printf \'Do it by hand, then run: sh steps.sh %s\\n\' "$(($1 + 1))" >&2',
+        '  exit 3',
+        '}',
+    ]
+    refused = [a for a in actions if a["type"] == "refused"]
+    if refused:
+        script += [f"echo {_q('plan ' + pid + ': ' + str(len(refused)) + ' recommendation(s) were refused (see README.md); emit the others with --only')} >&2",
+                   "exit 1"]
+    table: list[str] = []
+    manual_steps: list[str] = []
+    for number, step in enumerate(steps, 1):
+        folder = f"{number:02d}-{step.name}"
+        what, how, lines = _step(files, folder, step)
+        script += ["", f"# {one_line(what)}", f"if step {number} {_q(one_line(what, 200))}; then", *lines, "fi"]
+        table.append(f"| {number} | `{folder}/` | {_md(what)} | {how} |")
+        if step.kind == "manifest" or (step.kind == "eks" and _needs_copy(step)):
+            manual_steps.append(f"* step {number} (`{folder}/`): {_md(how)}")
+    files.add("steps.sh", "\n".join(script) + "\n")
+    files.add("README.md", _readme(plan, actions, table, manual_steps))
+    files.add("plan.json", plan_text(plan))
+    files.add(MARKER, f"{pid}\n")
+    return files.files
+
+
+def _needs_copy(step: Step) -> bool:
+    return any(a.get("copy_from") for a in step.actions)
+
+
+def _step(files: _Files, folder: str, step: Step) -> tuple[str, str, list[str]]:
+    """(what the step does, how it is carried out, its lines in steps.sh)."""
+    descriptions = "; ".join(one_line(a.get("description", ""), 300) for a in step.actions)
+    if step.kind == "apply":
+        objects: dict[str, dict[str, Any]] = {}
+        for action in step.actions:
+            cfg = model.apply_config(action)
+            assert cfg is not None
             ref = Ref.of(cfg)
-            if ref.key not in objects:
-                counter += 1
-                files[ref.key] = f"{counter:02d}-{_slug(ref.info.kind, ref.namespace, ref.name)}.yaml"
-                objects[ref.key] = {}
-                steps.append(f"{SSA} -f {files[ref.key]}")
-            else:
-                steps.append(f"# (merged into {files[ref.key]})")
-            objects[ref.key] = apply_merge(objects[ref.key], cfg)
-        elif kind == "k8s-patch":
+            objects[ref.key] = apply_merge(objects.get(ref.key, {}), cfg)
+        names = []
+        for i, obj in enumerate(objects.values(), 1):
+            ref = Ref.of(obj)
+            names.append(files.add(f"{folder}/{i:02d}-{_slug(ref.info.kind, ref.namespace, ref.name)}.yaml",
+                                   _dump(obj)).split("/", 1)[1])
+        files.add(f"{folder}/kustomization.yaml", _dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                                                         "kind": "Kustomization", "resources": names}))
+        return (f"{step.phase}: {descriptions}", f"`kubectl apply --server-side -k {folder}` (steps.sh)",
+                [f"  {SSA} -k {folder}"])
+    if step.kind == "patch":
+        lines = []
+        for i, action in enumerate(step.actions, 1):
             ref = Ref.from_dict(action["ref"])
-            counter += 1
-            name = f"patches/{counter:02d}-{_slug(ref.info.kind, ref.namespace, ref.name)}.json"
-            written.append(_write(out / name, json.dumps(action["patch"], indent=2) + "\n"))
-            ns = f"-n {shlex.quote(ref.namespace)} " if ref.namespace else ""
+            rel = files.add(f"{folder}/{i:02d}-{_slug(ref.info.kind, ref.namespace, ref.name)}.json",
+                            json.dumps(action["patch"], indent=2) + "\n")
+            ns = f"-n {_q(ref.namespace)} " if ref.namespace else ""
             resource = f"{ref.info.plural}.{ref.info.group}" if ref.info.group else ref.info.plural
-            steps.append(f"kubectl patch {ns}{resource} {shlex.quote(ref.name)} --type=json "
-                         f"--patch-file={name} ${{DRY_RUN:+--dry-run=server}}")
-        elif kind == "drain":
+            lines.append(f'  "$KUBECTL" patch {ns}{resource} {_q(ref.name)} --type=json --patch-file={_q(rel)} $DRY')
+        return f"{step.phase}: {descriptions}", "`kubectl patch --type=json` (steps.sh)", lines
+    if step.kind == "cordon-evict":
+        lines, n = [], 0
+        for action in step.actions:
+            if action["type"] == "cordon":
+                n += 1
+                cfg = model.apply_config(action)
+                rel = files.add(f"{folder}/{n:02d}-cordon-{_slug(action['node'])}.yaml", _dump(cfg))
+                lines.append(f"  {SSA} -f {_q(rel)}")
+                continue
             for pod in action["pods"]:
-                ev = {"apiVersion": "policy/v1", "kind": "Eviction",
-                      "metadata": {"name": pod["name"], "namespace": pod["namespace"]}}
+                n += 1
+                body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                        "metadata": {"name": pod["name"], "namespace": pod["namespace"]}}
+                rel = files.add(f"{folder}/{n:02d}-evict-{_slug(pod['namespace'], pod['name'])}.json",
+                                json.dumps(body, indent=2) + "\n")
                 path = f"/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}/eviction"
-                steps.append(f"echo {shlex.quote(json.dumps(ev))} | kubectl create --raw "
-                             f"{shlex.quote(path)}${{DRY_RUN:+?dryRun=All}} -f -")
-        elif kind == "aws-eks":
-            counter += 1
-            name = f"eks/{counter:02d}-{action['call'].replace('_', '-')}-{_slug(action['args']['nodegroupName'])}.json"
-            written.append(_write(out / name, json.dumps(action["args"], indent=2) + "\n"))
-            steps.append(f"[ -n \"${{DRY_RUN:-}}\" ] || aws eks {action['call'].replace('_', '-')} "
-                         f"--cli-input-json file://{name}")
+                lines.append(f'  "$KUBECTL" create --raw {_q(path)}"${{DRY_RUN:+?dryRun=All}}" -f {_q(rel)}')
+        return (f"cordon and evict: {descriptions}",
+                "steps.sh only (cordon, then evictions through the Eviction API, PDB-aware): not a kustomization, "
+                "so a node is never cordoned and left full", lines)
+    if step.kind == "eks":
+        lines = []
+        for i, action in enumerate(step.actions, 1):
+            call = action["call"].replace("_", "-")
+            rel = files.add(f"{folder}/{i:02d}-{call}-{_slug(action['args']['nodegroupName'])}.json",
+                            json.dumps(action["args"], indent=2) + "\n")
             if action.get("copy_from"):
-                steps.append(f"# fill subnets/nodeRole from: aws eks describe-nodegroup --cluster-name "
-                             f"{action['args']['clusterName']} --nodegroup-name {action['copy_from']}")
-        elif kind in ("note", "refused"):
-            steps.append(f"# {kind.upper()}: {action.get('message')}".replace("\n", " "))
-    for key, obj in objects.items():
-        written.append(_write(out / files[key], f"# gpuinsight plan {plan.plan_id}\n" + _dump(obj)))
-    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                     "resources": [files[k] for k in objects]}
-    header = (f"# gpuinsight plan {plan.plan_id}: server-side apply configurations.\n"
-              f"# kubectl apply --server-side --field-manager=gpuinsight -k .   (steps.sh has the other steps)\n")
-    written.append(_write(out / "kustomization.yaml", header + _dump(kustomization)))
-    written.append(_write(out / "steps.sh", "\n".join(steps) + "\n"))
-    written.append(_write(out / "plan.json", json.dumps(plan_to_json(plan), indent=2, default=str) + "\n"))
-    return written
+                why = (f"{rel} lacks subnets and nodeRole: copy them from node group {action['copy_from']} "
+                       f"(aws eks describe-nodegroup), then aws eks {call} --cli-input-json file://{rel}")
+                lines.append(f"  manual {step_number(folder)} {_q(why)}")
+            else:
+                lines.append(f'  if [ -n "${{DRY_RUN:-}}" ]; then echo {_q("dry run: skipped aws eks " + call)} >&2; '
+                             f'else "$AWS" eks {call} --cli-input-json {_q("file://" + rel)}; fi')
+        how = ("by hand (the new node group copies subnets and node role from another group); steps.sh stops "
+               "there" if _needs_copy(step) else "`aws eks ... --cli-input-json` (steps.sh; skipped under DRY_RUN)")
+        return f"{step.phase}: {descriptions}", how, lines
+    lines = []
+    for i, action in enumerate(step.actions, 1):
+        ref = Ref.from_dict(action["ref"])
+        rel = files.add(f"{folder}/{i:02d}-{_slug(ref.info.kind, ref.namespace, ref.name)}.json",
+                        json.dumps(action["patch"], indent=2) + "\n")
+        lines.append(f"  echo {_q('not applied: ' + rel + ' is a patch for the manifest of ' + ref.key + ' (see README.md)')} >&2")
+    return (f"manifest: {descriptions}", "not applied to the cluster: apply the patch to the workload's manifest "
+            "(kubectl patch --local -f MANIFEST --type=json --patch-file=...) before it is next submitted", lines)
 
 
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+def step_number(folder: str) -> int:
+    return int(folder.split("-", 1)[0])
+
+
+def _md(text: str) -> str:
+    return one_line(text, 600).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _readme(plan: Plan, actions: list[dict[str, Any]], table: list[str], manual_steps: list[str]) -> str:
+    notes = [a for a in actions if a["type"] in ("note", "refused")]
+    lines = [
+        f"# gpuinsight plan {plan.plan_id}",
+        "",
+        f"Created {plan.created_at.isoformat(timespec='seconds')}; {len(plan.recommendations)} recommendation(s), "
+        f"${plan.total_monthly_savings_usd:,.2f}/month; prices from {_md(plan.catalog or 'no catalog')}.",
+        "",
+        "Carry it out with `sh steps.sh` after a server-side dry run (`DRY_RUN=1 sh steps.sh`). The steps run in "
+        "order; do not apply one step directory alone or out of order, and do not `kubectl apply -k` this "
+        "directory (it has no kustomization on purpose: the cordons and evictions, the JSON patches and the "
+        "AWS calls are not kustomizations). `gpuinsight recommend --plan plan.json --apply` does the same with a "
+        "drift check, an audit trail and `gpuinsight rollback`.",
+        "",
+        "## Steps",
+        "",
+        "| step | directory | what | carried out by |",
+        "|---|---|---|---|",
+        *table,
+        "",
+        "## Not done by steps.sh",
+        "",
+        *(manual_steps or ["Nothing: steps.sh performs every step above" + (" (the notes below are not steps)."
+                                                                              if notes else ".")]),
+        "",
+    ]
+    if notes:
+        lines += ["## Notes (nothing is applied for these)", ""]
+        lines += [f"* {'REFUSED: ' if a['type'] == 'refused' else ''}{_md(a.get('message', ''))}" for a in notes]
+        lines.append("")
+    prereqs = prerequisites_for(actions)
+    if prereqs:
+        lines += ["## Prerequisites", "", markdown(prereqs)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def emit(plan: Plan, out_dir: str | Path, *, only: set[str] | None = None) -> list[Path]:
+    """Write the plan (or the recommendations in ``only``) under ``out_dir``; returns the files.
+
+    All or nothing: the files are written to a temporary directory next to ``out_dir`` and
+    renamed onto it at the end. BadInput (exit 2) when ``out_dir`` cannot be written or is a
+    directory with other content.
+    """
+    if only is not None:
+        plan = Plan(plan.plan_id, plan.created_at, plan.catalog, plan.window,
+                    [r for r in plan.recommendations if r.id in only], list(plan.notes))
+    files = render(plan, ordered_actions(plan))
+    out = Path(out_dir)
+    _check_target(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.", dir=out.parent))
+    except OSError as exc:
+        raise BadInput(f"{out}: cannot create the directory: {exc.strerror}") from None
+    try:
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (tmp / "steps.sh").chmod(0o755)
+        _swap(tmp, out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BadInput(f"{out}: cannot write the plan: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / rel for rel in files]
+
+
+def _check_target(out: Path) -> None:
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise BadInput(f"{out}: {parent} is a file, not a directory")
+        if parent.exists():
+            break
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise BadInput(f"{out}: the directory is not empty and was not written by gpuinsight; choose another")
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.old.", dir=out.parent))
+    os.rename(out, old / "plan")
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        os.rename(old / "plan", out)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

@@ -14,6 +14,7 @@ from typing import Any
 from gpuinsight.actions.model import FIELD_MANAGER
 from gpuinsight.actions.refs import KindInfo, Ref, kind_info
 from gpuinsight.errors import RuntimeFailure
+from gpuinsight.imports import kubernetes
 
 CONTENT_TYPES = {
     "apply": "application/apply-patch+yaml",
@@ -51,8 +52,8 @@ class Kube:
     @classmethod
     def from_kubeconfig(cls, context: str | None = None, config_file: str | None = None) -> Kube:
         """From kubeconfig (``context`` or its current one), else the in-cluster service account."""
-        from kubernetes import client, config
-
+        k8s = kubernetes()
+        client, config = k8s.client, k8s.config
         # KUBECONFIG is read now, not when the kubernetes package was imported (kubectl's semantics).
         config_file = config_file or os.environ.get("KUBECONFIG") or None
         try:
@@ -74,7 +75,7 @@ class Kube:
     # -- transport -------------------------------------------------------------------------
     def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
               body: Any = None, content_type: str = "application/json", what: str = "") -> Any:
-        from kubernetes.client.exceptions import ApiException
+        ApiException = kubernetes().client.exceptions.ApiException  # noqa: N806
 
         what = what or f"{method} {path}"
         try:
@@ -104,6 +105,8 @@ class Kube:
         msg = status.get("message") or (exc.body.decode(errors="replace") if isinstance(exc.body, bytes)
                                          else str(exc.body or exc.reason)).strip()
         reason, code = status.get("reason"), exc.status
+        if code == 403 and "admission webhook" in msg:
+            return KubeError(f"{what}: refused: {msg}", code, reason)
         if code == 403:
             return Forbidden(f"{what}: forbidden: {msg} (grant the rules in deploy/rbac/apply-clusterrole.yaml)",
                              code, reason)

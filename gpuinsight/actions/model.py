@@ -12,6 +12,9 @@ k8s-apply      server-side apply of ``object`` (fieldManager gpuinsight, force=f
 k8s-label      set ``labels`` on ``node`` (server-side apply of the Node's labels)
 k8s-patch      RFC 6902 JSON patch ``patch`` on ``ref``, guarded by ``test`` operations
                (used where a field must be removed or a list edited by position)
+manifest-patch a JSON patch for the workload's manifest, NOT applied to the cluster: the live
+               object refuses the change (a Volcano Job's spec is immutable), so it goes into
+               the manifest the workload is next submitted from
 cordon         mark ``node`` unschedulable (server-side apply of spec.unschedulable)
 drain          evict ``pods`` ([{namespace, name}]) together; ``gang`` names their PodGroup
 aws-eks        boto3 EKS ``call`` with ``args`` (create_nodegroup, update_nodegroup_config)
@@ -24,13 +27,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuinsight.actions.patching import apply_merge, json_patch, leaf_pointers, pointer, truncate_at_list
+from gpuinsight.actions.patching import (
+    apply_merge,
+    json_patch,
+    leaf_pointers,
+    pointer,
+    tokens,
+    truncate_at_list,
+)
 from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput
 
 FIELD_MANAGER = "gpuinsight"
 PHASES = ("config", "node-pool", "label", "workload", "scale-down", "cordon", "drain", "note")
-ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "drain", "aws-eks", "note", "refused")
+ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "drain", "aws-eks", "note", "refused",
+                "manifest-patch")
+# Kinds of action that change nothing: shown and emitted, skipped by apply.
+INERT_TYPES = ("note", "refused", "manifest-patch")
 K8S_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon")
 EKS_CALLS = ("create_nodegroup", "update_nodegroup_config")
 
@@ -47,7 +60,7 @@ def phase_index(action: dict[str, Any]) -> int:
 def action_ref(action: dict[str, Any]) -> Ref | None:
     if action.get("type") in ("k8s-label", "cordon"):
         return Ref("Node", None, str(action["node"]))
-    if action.get("type") in ("k8s-apply", "k8s-patch"):
+    if action.get("type") in ("k8s-apply", "k8s-patch", "manifest-patch"):
         return Ref.from_dict(action["ref"])
     return None
 
@@ -67,13 +80,28 @@ def apply_config(action: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def touched_paths(action: dict[str, Any]) -> list[str]:
-    """JSON pointers of the fields an action changes (lists count whole)."""
+    """JSON pointers of the fields an action changes: the leaves an apply configuration sets
+    (lists count whole), the exact paths a JSON patch writes (a list it inserts into or removes
+    from counts whole; a path through a list element, ``containers/1/resources``, stays exact so
+    that the rest of the element, e.g. its ``env``, is neither recorded nor shown)."""
     cfg = apply_config(action)
     if cfg is not None:
         return sorted({truncate_at_list(p) for p in leaf_pointers(cfg)})
-    if action.get("type") == "k8s-patch":
-        return sorted({truncate_at_list(op["path"]) for op in action["patch"] if op.get("op") != "test"})
+    if action.get("type") in ("k8s-patch", "manifest-patch"):
+        return patch_paths(action["patch"])
     return []
+
+
+def patch_paths(ops: list[dict[str, Any]]) -> list[str]:
+    found: set[str] = set()
+    for op in ops:
+        if op.get("op") == "test":
+            continue
+        toks = tokens(op["path"])
+        if toks and (toks[-1] == "-" or (toks[-1].isdigit() and op.get("op") in ("add", "remove"))):
+            toks = toks[:-1]
+        found.add(pointer(*toks))
+    return sorted(p for p in found if not any(p.startswith(q + "/") for q in found))
 
 
 def expected_after(action: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
@@ -81,7 +109,7 @@ def expected_after(action: dict[str, Any], before: dict[str, Any] | None) -> dic
     cfg = apply_config(action)
     if cfg is not None:
         return apply_merge(before or {}, cfg)
-    if action.get("type") == "k8s-patch":
+    if action.get("type") in ("k8s-patch", "manifest-patch"):
         return json_patch(before or {}, action["patch"])
     return before or {}
 
@@ -93,8 +121,8 @@ def k8s_apply(obj: dict[str, Any], phase: str, description: str, observed: dict[
 
 
 def k8s_patch(ref: Ref, ops: list[dict[str, Any]], phase: str, description: str,
-              observed: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "k8s-patch", "phase": phase, "target": ref.key, "ref": ref.to_dict(),
+              observed: dict[str, Any], *, kind: str = "k8s-patch") -> dict[str, Any]:
+    return {"type": kind, "phase": phase, "target": ref.key, "ref": ref.to_dict(),
             "description": description, "patch_type": "json", "patch": ops, "observed": observed}
 
 

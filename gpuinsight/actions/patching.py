@@ -193,34 +193,34 @@ def norm(value: Any) -> Any:
     return str(value)
 
 
-def restore_patch(previous: dict[str, Any], paths: list[str]) -> dict[str, Any]:
-    """A merge patch that puts ``previous``'s values back at ``paths``.
-
-    A field that did not exist is removed (null) at its highest absent level, so restoring a
-    label-less node selector removes the whole ``nodeSelector`` rather than leaving ``{}``.
-    """
-    targets: set[str] = set()
+def snapshot_fields(obj: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """What an object holds at ``paths`` and nothing else: ``{"fields": {ptr: value}, "absent":
+    [ptr]}``. A path the object lacks is recorded at its highest absent level, so restoring a
+    label-less node selector removes the whole ``nodeSelector`` rather than leaving ``{}``."""
+    fields: dict[str, Any] = {}
+    absent: set[str] = set()
     for ptr in paths:
+        if has(obj, ptr):
+            fields[ptr] = copy.deepcopy(get(obj, ptr))
+            continue
         toks = tokens(ptr)
         for i in range(1, len(toks) + 1):
-            prefix = pointer(*toks[:i])
-            if not has(previous, prefix):
-                ptr = prefix
+            if not has(obj, pointer(*toks[:i])):
+                absent.add(pointer(*toks[:i]))
                 break
-        if toks:
-            targets.add(ptr)
-    kept: list[str] = []
-    for ptr in sorted(targets, key=lambda p: (len(tokens(p)), p)):
-        if not any(ptr.startswith(k + "/") for k in kept):
-            kept.append(ptr)
-    patch: dict[str, Any] = {}
-    for ptr in kept:
-        toks = tokens(ptr)
-        cur = patch
-        for tok in toks[:-1]:
-            cur = cur.setdefault(tok, {})
-        cur[toks[-1]] = copy.deepcopy(get(previous, ptr))
-    return patch
+    kept = [p for p in sorted(absent) if not any(p.startswith(q + "/") for q in absent)]
+    return {"fields": fields, "absent": kept}
+
+
+def restore_ops(snapshot: dict[str, Any], live: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON patch operations that put ``snapshot``'s fields back into ``live``."""
+    ops: list[dict[str, Any]] = []
+    for ptr in snapshot.get("absent") or []:
+        if has(live, ptr):
+            ops.append({"op": "remove", "path": ptr})
+    for ptr, value in sorted((snapshot.get("fields") or {}).items()):
+        ops.append({"op": "add", "path": ptr, "value": copy.deepcopy(value)})
+    return ops
 
 
 def strip_server_fields(obj: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -39,6 +39,10 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", True, "PodGroup"),
     KindInfo("Job", "batch.volcano.sh/v1alpha1", "jobs", True, "VolcanoJob"),
     KindInfo("NodePool", "karpenter.sh/v1", "nodepools", False, "NodePool"),
+    KindInfo("RayCluster", "ray.io/v1", "rayclusters", True, "RayCluster"),
+    KindInfo("RayJob", "ray.io/v1", "rayjobs", True, "RayJob"),
+    KindInfo("RayService", "ray.io/v1", "rayservices", True, "RayService"),
+    KindInfo("ScaledObject", "keda.sh/v1alpha1", "scaledobjects", True, "ScaledObject"),
 )
 
 _BY_ALIAS = {k.alias: k for k in KINDS}

@@ -18,14 +18,20 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpuinsight.actions.patching import get
+from gpuinsight.actions.redact import redact_fields
 from gpuinsight.actions.refs import KINDS, Ref
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.sources.k8s.common import MapError, resource_list, str_map
+from gpuinsight.sources.k8s.nodes import node_facts
 
 if TYPE_CHECKING:
     from gpuinsight.actions.kube import Kube
     from gpuinsight.warehouse import Warehouse
 
 ALIVE_PHASES = ("Running", "Pending")
+# the RayJob fields the warehouse keeps (rayjobs.spec holds the spec without rayClusterSpec)
+RAYJOB_KNOWN = ("/spec/shutdownAfterJobFinishes", "/spec/ttlSecondsAfterFinished", "/spec/clusterSelector",
+                "/spec/deletionStrategy", "/spec/suspend")
 
 
 def _json(value: Any) -> Any:
@@ -73,7 +79,8 @@ class ClusterState:
         return prefixes is None or any(ptr == p or ptr.startswith(p + "/") for p in prefixes)
 
     def observe(self, ref: Ref, ptrs: Iterable[str]) -> dict[str, Any]:
-        """What a plan records about ``ref`` so that apply can detect drift."""
+        """What a plan records about ``ref`` so that apply can detect drift (secrets redacted:
+        a plan is a file people read and the warehouse keeps)."""
         obj = self.get(ref)
         if obj is None:
             return {"exists": False if ref.key in self.missing else None, "fields": {}}
@@ -83,7 +90,7 @@ class ClusterState:
             "source": self.sources.get(ref.key),
             "resourceVersion": meta.get("resourceVersion"),
             "generation": meta.get("generation"),
-            "fields": {p: copy.deepcopy(get(obj, p)) for p in ptrs if self.is_known(ref, p)},
+            "fields": redact_fields({p: copy.deepcopy(get(obj, p)) for p in ptrs if self.is_known(ref, p)}),
         }
 
     # -- pods, gangs, PDBs -----------------------------------------------------------------
@@ -140,6 +147,7 @@ class ClusterState:
             st.put({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                     "metadata": {"name": row["name"], "namespace": row["namespace"]},
                     "spec": {"queue": row.get("queue"), "tasks": tasks}}, "warehouse", ())
+        st._add_ray_keda(wh, cluster)
         phases = ", ".join(f"'{p}'" for p in ALIVE_PHASES)  # constants, not user input
         for row in wh.sql(f"SELECT * FROM pods WHERE cluster = ? AND finished IS NULL AND "
                           f"coalesce(phase, 'Running') IN ({phases})", [cluster]).to_dicts():
@@ -150,6 +158,24 @@ class ClusterState:
             row["selector"] = _json(row.get("selector")) or {}
             st.pdbs.append(row)
         return st
+
+    def _add_ray_keda(self, wh: Warehouse, cluster: str) -> None:
+        """RayClusters (whole spec), RayJobs (their cleanup fields) and ScaledObjects (their target)."""
+        for row in wh.sql("SELECT namespace, name, spec FROM rayclusters WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": _json(row.get("spec")) or {}}, "warehouse", ("/spec",))
+        for row in wh.sql("SELECT namespace, name, spec FROM rayjobs WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": _json(row.get("spec")) or {}}, "warehouse", RAYJOB_KNOWN)
+        for row in wh.sql("SELECT namespace, name, target_api_version, target_kind, target_name FROM scaled_objects "
+                          "WHERE cluster = ?", [cluster]).to_dicts():
+            self.put({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                      "metadata": {"name": row["name"], "namespace": row["namespace"]},
+                      "spec": {"scaleTargetRef": {"apiVersion": row["target_api_version"],
+                                                  "kind": row["target_kind"], "name": row["target_name"]}}},
+                     "warehouse", ("/spec/scaleTargetRef",))
 
     def _add_pool(self, name: str, kind: str, spec: dict[str, Any], source: str, **extra: Any) -> None:
         if kind == "karpenter":
@@ -192,18 +218,12 @@ class ClusterState:
         if key not in kinds:
             return
         ref = self.put(obj, source)
-        meta = obj.get("metadata") or {}
         if ref.kind == "Pod":
             self.pods = [p for p in self.pods if (p["namespace"], p["name"]) != (ref.namespace, ref.name)]
             if (obj.get("status") or {}).get("phase", "Running") in ALIVE_PHASES:
                 self.pods.append(pod_row(obj))
         elif ref.kind == "Node":
-            labels = meta.get("labels") or {}
-            pool = labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup")
-            self.nodes[ref.name] = {"node": ref.name, "labels": labels, "node_pool": pool,
-                                    "node_pool_kind": "karpenter" if "karpenter.sh/nodepool" in labels
-                                    else ("eks-nodegroup" if pool else None),
-                                    "gpu_count": _int(get(obj, "/status/capacity/nvidia.com~1gpu"))}
+            self.nodes[ref.name] = node_state_row(obj)
         elif ref.kind == "NodePool":
             self._add_pool(ref.name, "karpenter", obj.get("spec") or {}, source)
             self.objects[ref.key] = obj
@@ -242,6 +262,19 @@ class ClusterState:
                 self.add_object(obj, "live")
 
 
+def node_state_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Node object (dump or live) as the ``nodes`` row the warehouse would hold for it: pool,
+    capacity type, GPU model and count read by the sources' one :func:`node_facts` (every
+    platform's pool label: Karpenter, its old provisioner-name, EKS, GKE, AKS)."""
+    name = get(obj, "/metadata/name")
+    try:
+        labels = str_map(obj, "metadata", "labels")
+        capacity = resource_list(obj, "status", "capacity")
+    except MapError as exc:
+        raise BadInput(f"Node {name}: {exc}") from None
+    return {"node": name, "labels": labels, **node_facts(labels, capacity)}
+
+
 def pod_row(obj: dict[str, Any]) -> dict[str, Any]:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     ann = meta.get("annotations") or {}
@@ -258,13 +291,6 @@ def pod_row(obj: dict[str, Any]) -> dict[str, Any]:
             "workload_kind": wkind, "workload": wname, "gpu_request": gpus,
             "podgroup": ann.get("scheduling.k8s.io/group-name"), "labels": meta.get("labels") or {},
             "annotations": ann, "phase": (obj.get("status") or {}).get("phase")}
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _float(value: Any) -> float:

@@ -1,14 +1,22 @@
-"""Validate emitted objects against the real CRD ``openAPIV3Schema`` (jsonschema), and core
-objects (ConfigMap, Node, Deployment/StatefulSet) structurally.
+"""Validate emitted objects against the real schemas: CRDs against their ``openAPIV3Schema``
+(jsonschema), core objects (Pod, Deployment, StatefulSet, CronJob, Node, ConfigMap, and every
+pod template, including a Volcano Job's) against the Kubernetes OpenAPI schemas that the
+``kubernetes-validate`` package ships (offline, strict: unknown fields are errors; the
+``validate`` extra, in the test extras too), plus the
+rules kube-apiserver enforces in code (:func:`check_core`: extended resources, label syntax).
 
 The CRD directory is an argument: the package ships no CRDs and reads none at import time.
 Patches are validated as the object they produce (``base`` merged with the patch), since a
 server-side apply configuration is partial by design. CEL rules (``x-kubernetes-validations``)
-are not evaluated, except Karpenter's requirement-key restrictions, re-implemented here.
+are not evaluated, except Karpenter's requirement-key restrictions, re-implemented here, with the
+ScaledObject's replica-count rule and what the KubeRay controller and KEDA's admission webhook
+refuse in the fields gpuinsight writes (:data:`OPERATOR_RULES`).
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,10 +25,15 @@ import yaml
 
 from gpuinsight.actions import model
 from gpuinsight.actions.patching import get
-from gpuinsight.actions.planio import LABEL_VALUE, QUANTITY
+from gpuinsight.errors import RuntimeFailure
+from gpuinsight.rules.typed import LABEL_KEY, LABEL_VALUE, QUANTITY
 
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# The Kubernetes API version whose schemas validate core objects: the one the pinned
+# ``kubernetes`` client (<36, i.e. 35.x) speaks, Kubernetes 1.35.
+KUBERNETES_VERSION = "1.35"
+# Resource names kube-apiserver lets requests overcommit; every other name with a domain
+# (nvidia.com/gpu, nvidia.com/mig-1g.10gb) is an extended resource: integer, requests == limits.
+NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "storage")
 TOLERATION_OPS = ("Exists", "Equal")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -38,15 +51,20 @@ def _nullable(schema: Any) -> Any:
 
 
 class CrdSchemas:
-    """The served versions' schemas of every CRD YAML under ``crd_dir`` (recursively)."""
+    """The served versions' schemas of every CRD YAML (``.yaml``, or gzip-compressed ``.yaml.gz``)
+    under ``crd_dir`` and any ``more`` directories (recursively)."""
 
-    def __init__(self, crd_dir: str | Path) -> None:
+    def __init__(self, crd_dir: str | Path, *more: str | Path) -> None:
         from jsonschema import Draft7Validator  # imported on use: it is slow to import
 
         self.validators: dict[tuple[str, str], Any] = {}
-        for path in sorted(Path(crd_dir).rglob("*.yaml")):
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Job CRD is 228 KB
-            for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader):  # noqa: S506
+        paths = sorted(p for folder in (crd_dir, *more) for p in Path(folder).rglob("*")
+                       if p.name.endswith((".yaml", ".yaml.gz")))
+        for path in paths:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the RayJob CRD is 1.4 MB
+            data = path.read_bytes()
+            text = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8")
+            for doc in yaml.load_all(text, Loader=loader):  # noqa: S506
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]
@@ -66,6 +84,7 @@ class CrdSchemas:
                   f"{e.message}" for e in validator.iter_errors(obj)]
         if obj.get("kind") == "NodePool":
             errors += karpenter_rules(obj)
+        errors += OPERATOR_RULES.get(str(obj.get("kind")), lambda _: [])(obj)
         return sorted(errors)
 
 
@@ -82,6 +101,151 @@ def karpenter_rules(obj: dict[str, Any]) -> list[str]:
         if req.get("operator") == "In" and not req.get("values"):
             errors.append(f"NodePool requirement {key}: operator In needs values")
     return errors
+
+
+def _ray_cluster_spec(spec: Any, where: str) -> list[str]:
+    """What KubeRay's controller refuses in a RayCluster spec (``ValidateRayClusterSpec``) among
+    the fields gpuinsight changes: it marks such a cluster invalid and stops reconciling it."""
+    if not isinstance(spec, dict):
+        return []
+    errors = []
+    autoscaling = spec.get("enableInTreeAutoscaling") is True
+    options = spec.get("autoscalerOptions") or {}
+    head_env = get(spec, "/headGroupSpec/template/spec/containers/0/env") or []
+    v2 = options.get("version") == "v2" or any(
+        e.get("name") == "RAY_enable_autoscaler_v2" and e.get("value") in ("1", "true") for e in head_env)
+    if isinstance(options.get("idleTimeoutSeconds"), int) and options["idleTimeoutSeconds"] < 0:
+        errors.append(f"{where}.autoscalerOptions.idleTimeoutSeconds must be non-negative")
+    for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+        name = group.get("groupName", i)
+        low, high = group.get("minReplicas"), group.get("maxReplicas")
+        if not autoscaling and (low is None or high is None):
+            errors.append(f"{where}: worker group {name} must set both minReplicas and maxReplicas when "
+                          "autoscaling is disabled")
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            errors.append(f"{where}: worker group {name} has minReplicas {low} greater than maxReplicas {high}")
+        if group.get("idleTimeoutSeconds") is not None and not v2:
+            errors.append(f"{where}: worker group {name}: idleTimeoutSeconds is set, but autoscaler v2 is not enabled")
+        if group.get("suspend") is True and autoscaling:
+            errors.append(f"{where}: worker group {name} cannot be suspended with Autoscaler enabled")
+    return errors
+
+
+def _ray_rules(obj: dict[str, Any]) -> list[str]:
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    where = f"{kind} {get(obj, '/metadata/name')}"
+    if kind == "RayCluster":
+        return _ray_cluster_spec(spec, f"{where} spec")
+    if kind == "RayService":
+        return _ray_cluster_spec(spec.get("rayClusterConfig"), f"{where} spec.rayClusterConfig")
+    errors = _ray_cluster_spec(spec.get("rayClusterSpec"), f"{where} spec.rayClusterSpec")
+    ttl = spec.get("ttlSecondsAfterFinished") or 0
+    if not spec.get("shutdownAfterJobFinishes") and ttl > 0:  # ValidateRayJobSpec
+        errors.append(f"{where}: a RayJob with shutdownAfterJobFinishes set to false cannot have "
+                      "TTLSecondsAfterFinished")
+    if spec.get("suspend") and not spec.get("shutdownAfterJobFinishes"):
+        errors.append(f"{where}: a RayJob with shutdownAfterJobFinishes set to false is not allowed to be suspended")
+    return errors
+
+
+def _keda_rules(obj: dict[str, Any]) -> list[str]:
+    """The ScaledObject CRD's CEL rule and KEDA's admission webhook on replica counts."""
+    spec = obj.get("spec") or {}
+    low, high, idle = spec.get("minReplicaCount"), spec.get("maxReplicaCount", 100), spec.get("idleReplicaCount")
+    where = f"ScaledObject {get(obj, '/metadata/name')}"
+    errors = []
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        errors.append(f"{where}: minReplicaCount must be less than or equal to maxReplicaCount")
+    if isinstance(idle, int) and idle >= (low if isinstance(low, int) else 0):
+        errors.append(f"{where}: IdleReplicaCount={idle} must be less than MinReplicaCount={low or 0}")
+    for i, trig in enumerate(spec.get("triggers") or []):
+        if trig.get("type") == "cron" and not all((trig.get("metadata") or {}).get(k) for k in
+                                                  ("timezone", "start", "end", "desiredReplicas")):
+            errors.append(f"{where}: triggers[{i}]: cron needs timezone, start, end and desiredReplicas")
+    return errors
+
+
+# Operators' own validation of what gpuinsight writes, beyond the schema (by kind)
+OPERATOR_RULES = {"RayCluster": _ray_rules, "RayJob": _ray_rules, "RayService": _ray_rules,
+                  "ScaledObject": _keda_rules}
+
+
+class CoreSchemas:
+    """The Kubernetes OpenAPI schemas (``kubernetes-validate``'s copy, strict) of the core kinds."""
+
+    def __init__(self, version: str = KUBERNETES_VERSION, *, strict: bool = True) -> None:
+        import importlib.resources
+
+        from referencing import Registry, Resource
+
+        folder = f"v{version}.0-local" + ("-strict" if strict else "")
+        try:
+            self.root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema" / folder
+        except ModuleNotFoundError:
+            raise RuntimeFailure("validating core objects needs the kubernetes-validate package: "
+                                 "pip install 'gpuinsight[validate]'") from None
+        if not self.root.is_dir():
+            raise RuntimeFailure(f"kubernetes-validate has no schemas for Kubernetes {version}")
+        self.version = version
+        defs = json.loads(self.root.joinpath("_definitions.json").read_text(encoding="utf-8"))
+        self.registry = Resource.from_contents(defs) @ Registry()
+        self._validators: dict[str, Any] = {}
+
+    def _validator(self, filename: str) -> Any:
+        if filename not in self._validators:
+            from jsonschema import Draft202012Validator
+            from referencing import Resource
+
+            schema = json.loads(self.root.joinpath(filename).read_text(encoding="utf-8"))
+            self._validators[filename] = Draft202012Validator(
+                schema, registry=Resource.from_contents(schema) @ self.registry)
+        return self._validators[filename]
+
+    @staticmethod
+    def filename(api_version: str, kind: str) -> str:
+        group, _, version = api_version.rpartition("/")
+        group = group.split(".")[0]
+        return f"{kind.lower()}-{group + '-' if group else ''}{version}.json"
+
+    def knows(self, obj: dict[str, Any]) -> bool:
+        name = self.filename(str(obj.get("apiVersion")), str(obj.get("kind")))
+        return "/" not in name and self.root.joinpath(name).is_file() and "." not in str(
+            obj.get("apiVersion")).rpartition("/")[0]
+
+    def _errors(self, filename: str, doc: Any, where: str) -> list[str]:
+        return sorted(f"{where}: /{'/'.join(map(str, e.absolute_path))}: {e.message}"
+                      for e in self._validator(filename).iter_errors(doc))
+
+    def validate(self, obj: dict[str, Any]) -> list[str]:
+        """Schema errors of a whole core object, ``[]`` when valid."""
+        where = f"{obj.get('kind')} {get(obj, '/metadata/name')}"
+        return self._errors(self.filename(str(obj.get("apiVersion")), str(obj.get("kind"))), obj, where)
+
+    def validate_pod_template(self, template: Any, where: str) -> list[str]:
+        return self._errors("podtemplatespec-v1.json", template, where)
+
+
+_CORE: list[CoreSchemas] = []
+
+
+def core_schemas() -> CoreSchemas:
+    """The core schemas, loaded once per process (about 0.2 s)."""
+    if not _CORE:
+        _CORE.append(CoreSchemas())
+    return _CORE[0]
+
+
+def pod_templates(obj: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(where, pod template) of every pod template an object carries."""
+    kind = obj.get("kind")
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
+        return [(f"{kind}.spec.template", get(obj, "/spec/template"))]
+    if kind == "CronJob":
+        return [("CronJob.spec.jobTemplate.spec.template", get(obj, "/spec/jobTemplate/spec/template"))]
+    if kind == "Job" and str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        return [(f"Job.spec.tasks[{i}].template", t.get("template") or {})
+                for i, t in enumerate(get(obj, "/spec/tasks") or []) if isinstance(t, dict)]
+    return []
 
 
 def _labels(labels: Any, where: str) -> list[str]:
@@ -103,18 +267,43 @@ def _pod_spec(spec: Any, where: str) -> list[str]:
     if "nodeSelector" in spec:
         errors += _labels(spec["nodeSelector"], f"{where}.nodeSelector")
     for i, tol in enumerate(spec.get("tolerations") or []):
-        if tol.get("operator", "Equal") not in TOLERATION_OPS or tol.get("effect", "NoSchedule") not in EFFECTS:
+        if (tol.get("operator") or "Equal") not in TOLERATION_OPS or (tol.get("effect") or "") not in (*EFFECTS, ""):
             errors.append(f"{where}.tolerations[{i}]: bad operator/effect {tol}")
-    for i, c in enumerate(spec.get("containers") or []):
-        for section in ("limits", "requests"):
-            for name, qty in ((c.get("resources") or {}).get(section) or {}).items():
-                if isinstance(qty, bool) or not QUANTITY.match(str(qty)):
-                    errors.append(f"{where}.containers[{i}].resources.{section}.{name}: bad quantity {qty!r}")
-        res = c.get("resources") or {}
-        for name, qty in (res.get("limits") or {}).items():
-            if name.startswith("nvidia.com/") and name in (res.get("requests") or {}) \
-                    and str(res["requests"][name]) != str(qty):
-                errors.append(f"{where}.containers[{i}]: {name} requests must equal limits")
+    for section in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(section) or []):
+            errors += _resources(c.get("resources") or {}, f"{where}.{section}[{i}].resources")
+    return errors
+
+
+def extended(name: str) -> bool:
+    """An extended resource: a domain-qualified name outside kubernetes.io (nvidia.com/gpu)."""
+    if name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests.", "limits.")):
+        return False
+    domain = name.split("/")[0] if "/" in name else ""
+    return bool(domain) and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _resources(res: Any, where: str) -> list[str]:
+    """kube-apiserver's ValidateResourceRequirements for what gpuinsight edits."""
+    errors: list[str] = []
+    if not isinstance(res, dict):
+        return [f"{where}: not an object"]
+    limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    for section, values in (("limits", limits), ("requests", requests)):
+        for name, qty in values.items():
+            if isinstance(qty, bool) or not QUANTITY.match(str(qty)):
+                errors.append(f"{where}.{section}.{name}: bad quantity {qty!r}")
+            elif extended(name) and not re.fullmatch(r"\+?[0-9]+", str(qty)):
+                errors.append(f"{where}.{section}.{name}: must be an integer (extended resource)")
+    for name, qty in requests.items():
+        if not extended(name):
+            continue
+        if name not in limits:
+            errors.append(f"{where}.limits.{name}: Required value: Limit must be set for non overcommitable "
+                          f"resources")
+        elif str(qty).lstrip("+") != str(limits[name]).lstrip("+"):
+            errors.append(f"{where}.requests.{name}: Invalid value: {qty!r}: must be equal to {name} limit of "
+                          f"{limits[name]!r}")
     return errors
 
 
@@ -140,20 +329,31 @@ def check_core(obj: dict[str, Any]) -> list[str]:
         replicas = get(obj, "/spec/replicas")
         if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
             errors.append(f"{kind} spec.replicas: {replicas!r} is not a non-negative integer")
-        if get(obj, "/spec/template/spec") is not None:
-            errors += _pod_spec(get(obj, "/spec/template/spec"), f"{kind}.spec.template.spec")
-    elif kind == "Job":
-        for i, task in enumerate(get(obj, "/spec/tasks") or []):
-            errors += _pod_spec(get(task, "/template/spec") or {}, f"Job.spec.tasks[{i}].template.spec")
+    elif kind == "Pod":
+        errors += _pod_spec(obj.get("spec") or {}, "Pod.spec")
+    for where, template in pod_templates(obj):
+        errors += _pod_spec((template or {}).get("spec") or {}, f"{where}.spec")
     return errors
 
 
-def validate_action(action: dict[str, Any], schemas: CrdSchemas, base: dict[str, Any] | None = None) -> list[str]:
+def validate_object(obj: dict[str, Any], schemas: CrdSchemas | None = None) -> list[str]:
+    """Every check of a whole object: code-level rules, its CRD or OpenAPI schema, its pod templates."""
+    errors = check_core(obj)
+    key = (obj.get("apiVersion"), obj.get("kind"))
+    core = core_schemas()
+    if schemas is not None and key in schemas.validators:
+        errors += schemas.validate(obj)
+    elif core.knows(obj):
+        errors += core.validate(obj)
+    if not core.knows(obj):  # a custom resource's pod templates (Volcano Job tasks)
+        for where, template in pod_templates(obj):
+            errors += core.validate_pod_template(template, where)
+    return errors
+
+
+def validate_action(action: dict[str, Any], schemas: CrdSchemas | None = None,
+                    base: dict[str, Any] | None = None) -> list[str]:
     """Errors of the object an action produces from ``base`` (the current object, if any)."""
     if model.action_ref(action) is None:
         return []
-    result = model.expected_after(action, base)
-    errors = check_core(result)
-    if (result.get("apiVersion"), result.get("kind")) in schemas.validators:
-        errors += schemas.validate(result)
-    return errors
+    return validate_object(model.expected_after(action, base), schemas)

@@ -26,6 +26,7 @@ from gpuinsight.reports.frames import (
 )
 from gpuinsight.reports.mig import mig_fit
 from gpuinsight.reports.theme import OTHER, UNALLOCATED, WIDTH
+from gpuinsight.rules.base import HOURS_PER_MONTH
 
 __all__ = ["ChartLike", "fragmentation", "mig_fit", "placeholder", "queue_usage", "savings_by_rule", "top_findings",
            "utilization_heatmap", "waste_breakdown", "waste_over_time"]
@@ -125,14 +126,20 @@ def waste_over_time(df: pl.DataFrame, *, by: str = "namespace", price_note: str 
     shown = top_groups(waste, "group", "usd", top_n, keep=[none, UNALLOCATED])
     start, end = time_span(waste, "hour")
     hours = bin_hours(start, end, max_bins)
+    # Dollars per hour (the bin's sum over the hours of data in it), so the axis keeps its
+    # unit whatever the bin width and a partial last bin is not drawn low.
+    timed = with_time_bins(fold_other(waste, "group", shown), "hour", hours)
+    per_bin = timed.group_by("t0").agg(pl.col("hour").n_unique().cast(pl.Float64).alias("_h"))
     binned = (
-        with_time_bins(fold_other(waste, "group", shown), "hour", hours)
-        .group_by("t0", "group")
+        timed.group_by("t0", "group")
         .agg(
-            pl.col("usd").sum().round(2).alias("usd"),
-            pl.col("usd").filter(pl.col("bucket") == "idle").sum().round(2).alias("idle_usd"),
-            pl.col("usd").filter(pl.col("bucket") == "underused").sum().round(2).alias("underused_usd"),
+            pl.col("usd").sum().alias("usd"),
+            pl.col("usd").filter(pl.col("bucket") == "idle").sum().alias("idle_usd"),
+            pl.col("usd").filter(pl.col("bucket") == "underused").sum().alias("underused_usd"),
         )
+        .join(per_bin, on="t0")
+        .with_columns((pl.col("usd", "idle_usd", "underused_usd") / pl.col("_h")).round(2))
+        .drop("_h")
     )
     # Stack in polars (rank order, bottom up) so each bin is exactly one rect per group.
     rank = {g: i for i, g in enumerate(shown)}
@@ -150,24 +157,31 @@ def waste_over_time(df: pl.DataFrame, *, by: str = "namespace", price_note: str 
         .encode(
             x=alt.X("t0:T", title=f"time (UTC), {bin_label(hours)} bins", axis=time_axis(start, end)),
             x2="t1:T",
-            y=alt.Y("y0:Q", title=f"waste, $ per {bin_label(hours)}", axis=alt.Axis(format="$,.0f")),
+            y=alt.Y("y0:Q", title="waste, $ per hour", axis=alt.Axis(format="$,.0f")),
             y2="y1:Q",
             color=alt.Color("group:N", title=by, scale=theme.group_scale(shown), sort=shown),
             tooltip=[alt.Tooltip("group:N", title=by),
                      alt.Tooltip("t0:T", title="from (UTC)", format="%Y-%m-%d %H:%M"),
-                     alt.Tooltip("usd:Q", title="waste $", format=USD),
-                     alt.Tooltip("idle_usd:Q", title="idle $", format=USD),
-                     alt.Tooltip("underused_usd:Q", title="underused $", format=USD)],
+                     alt.Tooltip("usd:Q", title="waste, $ per hour", format=USD),
+                     alt.Tooltip("idle_usd:Q", title="of it idle, $ per hour", format=USD),
+                     alt.Tooltip("underused_usd:Q", title="of it underused, $ per hour", format=USD)],
         )
-        .properties(title=heading(title, "Idle + underused cost of allocated GPUs, and cost of unallocated GPUs.",
-                                 price_note), width=WIDTH, height=280)
+        .properties(title=heading(title, "Idle + underused cost of allocated GPUs, and cost of unallocated GPUs, "
+                                 "in $ per hour" + (f" ({bin_label(hours)} averages)." if hours > 1 else "."),
+                                 price_note),
+                    width=WIDTH, height=280)
     )
 
 
-def waste_breakdown(df: pl.DataFrame, *, by: str = "namespace", price_note: str = "",
-                    top_n: int = 15) -> ChartLike:
+def waste_breakdown(df: pl.DataFrame, *, by: str = "namespace", price_note: str = "", top_n: int = 15,
+                    window_hours: float | None = None) -> ChartLike:
     """Where the money goes per group: used / idle / underused / unallocated, in $ and
-    GPU-hours side by side (``waste_breakdown`` model)."""
+    GPU-hours side by side (``waste_breakdown`` model).
+
+    With ``window_hours`` (the length of the window the frame covers) the panels show $ per
+    730 h month and the average number of GPUs instead of the window's totals, the units of the
+    report's headline.
+    """
     title = f"Where GPU money goes, by {by}"
     if df.is_empty():
         return placeholder(title, f"no GPU cost by {by} in the data", price_note)
@@ -178,20 +192,33 @@ def waste_breakdown(df: pl.DataFrame, *, by: str = "namespace", price_note: str 
     df = df.with_columns(pl.sum_horizontal([pl.col(f"{b}_usd").fill_null(0) for b in usd_cols]).alias("_total"))
     shown = top_groups(df, "group", "_total", top_n, keep=[f"(no {by})", UNALLOCATED])
     df = fold_other(df, "group", shown)
+    usd_scale = HOURS_PER_MONTH / window_hours if window_hours else 1.0
+    gh_scale = 1 / window_hours if window_hours else 1.0
     frames = []
-    for unit, cols, suffix in (("$", usd_cols, "_usd"), ("GPU-hours", gh_cols, "_gpu_hours")):
+    for unit, cols, suffix, scale in (("$", usd_cols, "_usd", usd_scale), ("GPUs", gh_cols, "_gpu_hours", gh_scale)):
         long = (
             df.group_by("group")
-            .agg([pl.col(f"{b}{suffix}").fill_null(0).sum().alias(b) for b in cols])
+            .agg([(pl.col(f"{b}{suffix}").fill_null(0).sum() * scale).alias(b) for b in cols])
             .unpivot(index="group", variable_name="bucket", value_name="value")
             .with_columns(pl.col("value").round(2), pl.lit(unit).alias("unit"))
         )
         frames.append(long)
-    long = pl.concat(frames).with_columns(
+    long = pl.concat(frames)
+    # a bucket with nothing in it gets no bars and no legend entry
+    present = set(long.group_by("bucket").agg(pl.col("value").abs().sum()).filter(pl.col("value") > 0)
+                  .get_column("bucket").to_list())
+    if not present:
+        return placeholder(title, f"no priced GPU cost by {by} in the data", price_note)
+    buckets = [b for b in theme.BUCKETS if b in present]
+    long = long.filter(pl.col("bucket").is_in(buckets) & (pl.col("value") != 0)).with_columns(
         pl.col("bucket").replace_strict({b: i for i, b in enumerate(theme.BUCKETS)}).alias("rank"),
         pl.col("bucket").replace_strict(theme.BUCKET_LABELS).alias("meaning"),
     )
     height = max(80, 24 * len(shown))
+    if window_hours:
+        usd_title, gh_title, gh_fmt = "$ per month", "GPUs (average over the window)", ",.1f"
+    else:
+        usd_title, gh_title, gh_fmt = "cost in the window ($)", "GPU-hours in the window", ",.0f"
 
     def panel(unit: str, fmt: str, axis_title: str) -> alt.Chart:
         return (
@@ -201,18 +228,32 @@ def waste_breakdown(df: pl.DataFrame, *, by: str = "namespace", price_note: str 
             .encode(
                 x=alt.X("value:Q", stack="zero", title=axis_title, axis=alt.Axis(format=fmt)),
                 y=alt.Y("group:N", sort=shown, title=by),
-                color=alt.Color("bucket:N", title="bucket", scale=theme.bucket_scale()),
+                color=alt.Color("bucket:N", title="bucket", scale=theme.bucket_scale(buckets)),
                 order=alt.Order("rank:Q"),
-                tooltip=[alt.Tooltip("group:N", title=by), alt.Tooltip("meaning:N", title="bucket"),
+                tooltip=[alt.Tooltip("group:N", title=by), alt.Tooltip("bucket:N"),
+                         alt.Tooltip("meaning:N", title="meaning"),
                          alt.Tooltip("value:Q", title=axis_title, format=fmt)],
             )
             .properties(width=WIDTH // 2 - 60, height=height)
         )
 
     return alt.hconcat(
-        panel("$", "$,.0f", "cost in the window ($)"),
-        panel("GPU-hours", ",.0f", "GPU-hours"),
+        panel("$", "$,.0f", usd_title),
+        panel("GPUs", gh_fmt, gh_title),
     ).properties(title=heading(title, f"Top {top_n} by cost; the rest summed as {OTHER}.", price_note))
+
+
+def with_saving(recs: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The findings with a saving to draw (no $0 bars), and how many were left out."""
+    priced = recs.filter(pl.col("monthly_savings_usd").round(0) > 0)
+    return priced, recs.height - priced.height
+
+
+def without_saving_note(unpriced: int) -> str:
+    if not unpriced:
+        return ""
+    return (f"Not drawn: {unpriced} finding{'s' if unpriced != 1 else ''} without a direct monthly saving "
+            "(listed in the findings table).")
 
 
 def savings_by_rule(recs: pl.DataFrame, *, price_note: str = "") -> ChartLike:
@@ -220,8 +261,11 @@ def savings_by_rule(recs: pl.DataFrame, *, price_note: str = "") -> ChartLike:
     title = "Potential monthly savings by kind of change"
     if recs.is_empty():
         return placeholder(title, "no recommendations: nothing to save that the rules can see", price_note)
+    priced, unpriced = with_saving(recs)
+    if priced.is_empty():
+        return placeholder(title, f"no finding has a direct monthly saving ({unpriced} without one)", price_note)
     agg = (
-        recs.group_by("rule")
+        priced.group_by("rule")
         .agg(pl.col("monthly_savings_usd").sum().round(0).alias("usd"), pl.len().alias("findings"))
         .sort("usd", descending=True)
     )
@@ -232,19 +276,26 @@ def savings_by_rule(recs: pl.DataFrame, *, price_note: str = "") -> ChartLike:
         tooltip=[alt.Tooltip("rule:N"), alt.Tooltip("findings:Q"),
                  alt.Tooltip("usd:Q", title="$ per month", format=USD)],
     )
-    bars = base.mark_bar().encode(color=alt.Color("rule:N", scale=theme.rule_scale(), legend=None))
+    bars = base.mark_bar().encode(color=alt.Color("rule:N", scale=theme.rule_scale(theme.present(theme.RULES, order)),
+                                                  legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=11).encode(text=alt.Text("usd:Q", format=USD))
     return alt.layer(bars, labels).properties(
-        title=heading(title, price_note), width=WIDTH - 120, height=max(60, 28 * len(order))
+        title=heading(title, without_saving_note(unpriced), price_note), width=WIDTH - 120,
+        height=max(60, 28 * len(order)),
     )
 
 
 def top_findings(recs: pl.DataFrame, *, n: int = 15, price_note: str = "") -> ChartLike:
     """The ``n`` findings with the biggest monthly saving, coloured by rule."""
-    title = f"Top {n} findings by monthly saving"
+    title = "Findings by monthly saving"
     if recs.is_empty():
         return placeholder(title, "no recommendations", price_note)
-    top = recs.head(n).with_row_index("rank", offset=1).with_columns(
+    priced, unpriced = with_saving(recs)
+    if priced.is_empty():
+        return placeholder(title, f"no finding has a direct monthly saving ({unpriced} without one)", price_note)
+    if priced.height > n:
+        title = f"Top {n} findings by monthly saving"
+    top = priced.head(n).with_row_index("rank", offset=1).with_columns(
         (pl.col("rank").cast(pl.Utf8) + ". " + pl.col("target")).str.slice(0, 60).alias("label"),
         pl.col("monthly_savings_usd").round(0),
     )
@@ -257,11 +308,13 @@ def top_findings(recs: pl.DataFrame, *, n: int = 15, price_note: str = "") -> Ch
                  alt.Tooltip("monthly_savings_usd:Q", title="$ per month", format=USD),
                  alt.Tooltip("confidence:Q", format=".0%")],
     )
-    bars = base.mark_bar().encode(color=alt.Color("rule:N", scale=theme.rule_scale(), title="rule"))
+    shown_rules = theme.present(theme.RULES, top.get_column("rule").to_list())
+    bars = base.mark_bar().encode(color=alt.Color("rule:N", scale=theme.rule_scale(shown_rules), title="rule"))
     labels = base.mark_text(align="left", dx=4, fontSize=11).encode(
         text=alt.Text("monthly_savings_usd:Q", format=USD))
     return alt.layer(bars, labels).properties(
-        title=heading(title, price_note), width=WIDTH - 260, height=max(60, 24 * len(order))
+        title=heading(title, without_saving_note(unpriced), price_note), width=WIDTH - 260,
+        height=max(60, 24 * len(order)),
     )
 
 
@@ -291,13 +344,15 @@ def fragmentation(df: pl.DataFrame, *, top_pools: int = 6, max_bins: int = 120) 
         binned.select("t0", "node_pool", pl.lit(theme.FRAGMENT_KINDS[1]).alias("kind"),
                       pl.col("free_gpus_empty_nodes").alias("free_gpus"), pl.col("empty_nodes").alias("nodes")),
     ]).sort("node_pool", "t0", "kind")
+    drawn = long.group_by("kind").agg(pl.col("free_gpus").sum()).filter(pl.col("free_gpus") > 0)
+    kinds = theme.present(theme.FRAGMENT_KINDS, drawn.get_column("kind").to_list()) or list(theme.FRAGMENT_KINDS)
     return (
         alt.Chart(long)
         .mark_area(interpolate="step-after", opacity=0.85)
         .encode(
             x=alt.X("t0:T", title=f"time (UTC), {bin_label(hours)} average", axis=time_axis(start, end)),
             y=alt.Y("free_gpus:Q", stack="zero", title="free GPUs"),
-            color=alt.Color("kind:N", title="free GPUs", scale=theme.scale_for(theme.FRAGMENT_COLORS)),
+            color=alt.Color("kind:N", title="free GPUs", scale=theme.scale_for(theme.FRAGMENT_COLORS, kinds)),
             order=alt.Order("kind:N", sort="descending"),
             tooltip=[alt.Tooltip("node_pool:N", title="node pool"),
                      alt.Tooltip("t0:T", title="from (UTC)", format="%Y-%m-%d %H:%M"),
@@ -342,16 +397,21 @@ def queue_usage(df: pl.DataFrame, *, top_n: int = 30) -> ChartLike:
         .with_columns(pl.col("gpus").round(2))
         .join(stats.select("queue", "weight", "capability", "allocated_gpu_p95", "pending_p95_s"), on="queue")
     )
+    # a measure no queue has (e.g. no guarantees) gets no legend entry; zeros draw nothing
+    long = long.filter(pl.col("gpus") > 0)
+    if long.is_empty():
+        return placeholder(title, "the Volcano queues have no GPU quota or use in the data")
+    measures = theme.present(theme.QUEUE_MEASURES, long.get_column("measure").to_list())
     order = df.get_column("queue").to_list()
     return (
         alt.Chart(long)
         .mark_bar()
         .encode(
             y=alt.Y("queue:N", sort=order, title="queue"),
-            yOffset=alt.YOffset("measure:N", sort=list(theme.QUEUE_MEASURES)),
+            yOffset=alt.YOffset("measure:N", sort=measures, scale=alt.Scale(domain=measures)),
             x=alt.X("gpus:Q", title="GPUs"),
-            color=alt.Color("measure:N", title="measure", scale=theme.scale_for(theme.QUEUE_COLORS),
-                            sort=list(theme.QUEUE_MEASURES)),
+            color=alt.Color("measure:N", title="measure", scale=theme.scale_for(theme.QUEUE_COLORS, measures),
+                            sort=measures),
             tooltip=[alt.Tooltip("queue:N"), alt.Tooltip("measure:N"), alt.Tooltip("gpus:Q", title="GPUs"),
                      alt.Tooltip("weight:Q"), alt.Tooltip("capability:N"),
                      alt.Tooltip("allocated_gpu_p95:Q", title="allocated p95"),

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.reports.theme import OTHER
+from gpuinsight.rules.base import target_of
 
 # Altair's default inline limit; every chart's data stays below it.
 MAX_ROWS = 5000
@@ -98,20 +99,22 @@ def fold_other(df: pl.DataFrame, col: str, shown: list[str]) -> pl.DataFrame:
     )
 
 
-# -- MIG profiles --------------------------------------------------------------------------
-
-
 # -- recommendations -----------------------------------------------------------------------
 
+# evidence.saving_basis: where a finding's dollars come from (set by the rules' savings ledger).
+SAVING_BASES: dict[str, str] = {
+    "nodes_released": "nodes released",
+    "gpus_returned": "GPUs returned to the pool",
+    "price_difference": "cheaper capacity (price difference)",
+    "entitlement": "queue entitlement",
+}
+NO_BASIS = "basis not stated"
 
-def target_of(r: Any) -> str:
-    """A short description of what a finding is about."""
-    if getattr(r, "workload", None):
-        return f"{r.namespace}/{r.workload}" if getattr(r, "namespace", None) else str(r.workload)
-    for attr, prefix in (("node", "node "), ("queue", "queue "), ("namespace", "namespace ")):
-        if getattr(r, attr, None):
-            return prefix + str(getattr(r, attr))
-    return "fleet"
+
+def saving_basis(r: Any) -> str | None:
+    """The finding's ``evidence.saving_basis`` when it is one of :data:`SAVING_BASES`."""
+    basis = (getattr(r, "evidence", None) or {}).get("saving_basis")
+    return basis if basis in SAVING_BASES else None
 
 
 def recommendations_frame(recs: Iterable[Any]) -> pl.DataFrame:
@@ -124,10 +127,22 @@ def recommendations_frame(recs: Iterable[Any]) -> pl.DataFrame:
             "target": target_of(r),
             "monthly_savings_usd": float(r.monthly_savings_usd or 0.0),
             "confidence": float(r.confidence),
+            "basis": saving_basis(r),
         }
         for r in recs
     ]
     schema = {"id": pl.Utf8, "rule": pl.Utf8, "title": pl.Utf8, "target": pl.Utf8,
-              "monthly_savings_usd": pl.Float64, "confidence": pl.Float64}
+              "monthly_savings_usd": pl.Float64, "confidence": pl.Float64, "basis": pl.Utf8}
     df = pl.DataFrame(rows, schema=schema)
     return df.sort(["monthly_savings_usd", "id"], descending=[True, False])
+
+
+def savings_by_basis(recs: pl.DataFrame) -> list[tuple[str, float, int]]:
+    """(basis label, monthly saving, findings) per saving basis, biggest first; empty when no
+    finding states a known basis (plans from before the savings ledger)."""
+    if recs.is_empty() or recs.get_column("basis").drop_nulls().is_empty():
+        return []
+    agg = (recs.with_columns(pl.col("basis").fill_null("").replace_strict(SAVING_BASES, default=NO_BASIS))
+           .group_by("basis").agg(pl.col("monthly_savings_usd").sum().alias("usd"), pl.len().alias("n"))
+           .sort(["usd", "basis"], descending=[True, False]))
+    return [(b, float(u), int(n)) for b, u, n in agg.iter_rows()]

@@ -37,15 +37,20 @@ def fit_class(profile: str | None) -> str:
     return profile.split(".", 1)[0]  # "1g.10gb" -> "1g"
 
 
-def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, max_models: int = 4) -> ChartLike:
+def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, max_models: int = 4,
+            max_labels: int = 12) -> ChartLike:
     """Peak GPU memory against compute need per workload, one panel per MIG-capable GPU
-    model, with that model's MIG profile boundaries as rules (``workload_gpu_profile``)."""
+    model, with that model's MIG profile boundaries as rules (``workload_gpu_profile``).
+
+    The ``max_labels`` costliest points of each panel are labelled with their workload."""
     title = "MIG fit: compute and memory need per workload"
     models = set(profiles.get_column("gpu_model").to_list())
     on_mig = df.filter(pl.col("gpu_model").is_in(list(models))) if not df.is_empty() else df
     if on_mig.is_empty():
         return placeholder(title, "no workloads on MIG-capable GPUs (A30, A100, H100, H200) in the data")
-    on_mig = on_mig.with_columns(
+    from gpuinsight.rules.production import with_production  # production is a rule setting, not SQL
+
+    on_mig = with_production(on_mig).with_columns(
         pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64)
     ).with_columns(
         pl.coalesce("sm_p95", "gr_p95").alias("sm"),
@@ -56,6 +61,7 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
                    .sort(["cost_usd", "gpu_model"], descending=[True, False]).get_column("gpu_model").to_list())
     panels = []
     per_model = max(1, max_points // min(len(model_order), max_models))
+    built = []
     for model in model_order[:max_models]:
         pts = on_mig.filter(pl.col("gpu_model") == model).sort("cost_usd", descending=True).head(per_model)
         fits = [smallest_fit(profiles, model, sm, fb) for sm, fb in zip(pts["sm"], pts["fb"], strict=True)]
@@ -69,6 +75,20 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
             pl.col("gpu_hours").round(1),
         ).select("namespace", "workload", "workload_kind", "tier", "sm_pct", "fb_gib", "fits", "fit_class",
                  "gpu_hours", "cost_usd")
+        built.append((model, pts))
+    drawn = pl.concat([p for _, p in built])
+    unmeasured = drawn.filter(pl.col("sm_pct").is_null() | pl.col("fb_gib").is_null()).height
+    # legends list only what is drawn (a point without samples has no position)
+    measured = drawn.drop_nulls(["sm_pct", "fb_gib"])
+    if measured.is_empty():
+        return placeholder(title, f"no compute or memory samples for the {unmeasured} workloads on MIG-capable GPUs")
+    classes = theme.present(theme.FIT_CLASSES, measured.get_column("fit_class").to_list())
+    tiers = theme.present(("production", "other"), measured.get_column("tier").to_list())
+    all_labelled = all(p.drop_nulls(["sm_pct", "fb_gib"]).height <= max_labels for _, p in built)
+    for model, pts in built:
+        # the costliest measured points carry their workload's name (pts is sorted by cost)
+        pts = pts.drop_nulls(["sm_pct", "fb_gib"])
+        names = pts.head(max_labels).with_columns(pl.col("workload").str.slice(0, 28).alias("label"))
         prof = profiles.filter((pl.col("gpu_model") == model) & ~pl.col("profile").str.contains(r"\+"))
         mem_max = float(prof.get_column("memory_gb").max() or 80)
         vlines = (prof.group_by("compute_slices").agg(pl.col("profile").first())
@@ -78,7 +98,8 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
         hlines = (prof.group_by("memory_gb").agg(pl.col("profile").sort_by("compute_slices").first())
                   .with_columns(pl.col("profile").str.split(".").list.last().alias("label"),
                                 pl.lit(100.0).alias("x")))
-        x = alt.X("sm_pct:Q", title="compute need: SM active p95 (% of GPU)", scale=alt.Scale(domain=[0, 100]))
+        x = alt.X("sm_pct:Q", title="compute need: SM active p95 (% of GPU)", scale=alt.Scale(domain=[0, 100]),
+                  axis=alt.Axis(values=list(range(0, 101, 10))))
         y = alt.Y("fb_gib:Q", title="peak GPU memory (GiB)", scale=alt.Scale(domain=[0, mem_max]))
         rule_style = {"color": "#90a4ae", "strokeDash": [4, 3], "strokeWidth": 1}
         layers = [
@@ -91,17 +112,24 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
             alt.Chart(pts).mark_point(filled=True, opacity=0.75).encode(
                 x=x, y=y,
                 size=alt.Size("gpu_hours:Q", title="GPU-hours", scale=alt.Scale(range=[30, 600])),
-                color=alt.Color("fit_class:N", title="fits in", scale=theme.scale_for(theme.FIT_COLORS)),
-                shape=alt.Shape("tier:N", title="tier", scale=alt.Scale(domain=["production", "other"],
-                                                                        range=["diamond", "circle"])),
+                color=alt.Color("fit_class:N", title="fits in", scale=theme.scale_for(theme.FIT_COLORS, classes)),
+                shape=alt.Shape("tier:N", title="tier", scale=alt.Scale(
+                    domain=tiers, range=[{"production": "diamond", "other": "circle"}[t] for t in tiers])),
                 tooltip=[alt.Tooltip("namespace:N"), alt.Tooltip("workload:N"), alt.Tooltip("workload_kind:N", title="kind"),
                          alt.Tooltip("tier:N"), alt.Tooltip("sm_pct:Q", title="SM active p95 %"),
                          alt.Tooltip("fb_gib:Q", title="peak memory GiB"), alt.Tooltip("fits:N", title="smallest MIG profile"),
-                         alt.Tooltip("gpu_hours:Q", title="GPU-hours"), alt.Tooltip("cost_usd:Q", title="cost $", format=USD)],
+                         alt.Tooltip("gpu_hours:Q", title="GPU-hours"), alt.Tooltip("cost_usd:Q", title="cost in the window $", format=USD)],
             ),
+            alt.Chart(names).mark_text(align="left", baseline="middle", dx=11, fontSize=10, color="#37474f")
+            .encode(x="sm_pct:Q", y="fb_gib:Q", text="label:N"),
         ]
         panels.append(alt.layer(*layers).properties(title=model, width=WIDTH - 180, height=300))
     note = "Dashed lines: MIG profile compute (1g = 1/7 of the SMs) and memory boundaries of that GPU model."
+    where = ("Each point is labelled with its workload." if all_labelled
+             else f"The {max_labels} costliest workloads of each GPU model are labelled; hover for the others.")
+    missing = (f"{unmeasured} workload{'s' if unmeasured != 1 else ''} without compute or memory samples "
+               "not drawn." if unmeasured else "")
     return alt.vconcat(*panels).properties(
-        title=heading(title, note, "A point below and left of a profile's lines fits in that profile.")
+        title=heading(title, note, "A point below and left of a profile's lines fits in that profile. " + where,
+                      missing)
     )

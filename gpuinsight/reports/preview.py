@@ -82,51 +82,57 @@ def synthetic_fleet(gpus: int = 256, days: int = 7, *, seed: int = 1, queues: bo
     ).select("node", "node_pool", "hour", "gr_active_avg", "allocated_gpus")
 
     usd_per_gpu_h = sum(p[2] for p in POOLS) / len(POOLS)
-    gpu_hours = float(gpus * hours_n)
-    alloc = float(heat.get_column("allocated_gpus").sum()) * 1.0
-    used = float((heat.get_column("allocated_gpus") * heat.get_column("gr_active_avg")).sum())
-    idle, underused = (alloc - used) * 0.55, (alloc - used) * 0.45
-    unalloc = gpu_hours - alloc
-    total = gpu_hours * usd_per_gpu_h
     window_h = float(hours_n)
+    # Cost per hour x namespace x bucket: every hour's GPU-hours add up to the fleet's GPUs, so
+    # the summary, the breakdowns by namespace and by queue and the hourly series all agree.
+    ns = pl.DataFrame({"namespace": list(NAMESPACES), "ni": list(range(len(NAMESPACES)))}).with_columns(
+        pl.col("ni").map_elements(lambda i: QUEUES[i % len(QUEUES)] if queues else None,
+                                  return_dtype=pl.Utf8).alias("queue"))
+    b = pl.DataFrame({"bucket": ["used", "idle", "underused", "unallocated"], "bi": [0, 1, 2, 3]})
+    cost = hours.join(ns, how="cross").join(b, how="cross").with_columns(
+        (_u(pl.col("ni") * 7 + pl.col("bi") + pl.col("hour").dt.epoch("s"), seed + 2) / (1 + pl.col("ni"))
+         * pl.when(pl.col("bucket") == "used").then(0.5).otherwise(1.0)).alias("w"))
+    cost = cost.with_columns((pl.col("w") / pl.col("w").sum().over("hour") * gpus).alias("gpu_hours")).with_columns(
+        (pl.col("gpu_hours") * usd_per_gpu_h).alias("usd"),
+        pl.when(pl.col("bucket") == "unallocated").then(None).otherwise(pl.col("namespace")).alias("namespace"),
+        pl.when(pl.col("bucket") == "unallocated").then(None).otherwise(pl.col("queue")).alias("queue"),
+    ).select("hour", "namespace", "queue", "bucket", "gpu_hours", "usd")
+
+    def bucket_sum(col: str, bucket: str | None = None) -> float:
+        rows = cost if bucket is None else cost.filter(pl.col("bucket") == bucket)
+        return float(rows.get_column(col).sum())
+
+    total = bucket_sum("usd")
+    waste = total - bucket_sum("usd", "used")
     summary = pl.DataFrame([{
         "gpus": gpus, "nodes": nodes_n, "window_start": start, "window_end": start + timedelta(hours=hours_n),
-        "hours": window_h, "gpu_hours": gpu_hours, "allocated_gpu_hours": alloc, "used_gpu_hours": used,
-        "total_usd": total, "idle_usd": idle * usd_per_gpu_h, "underused_usd": underused * usd_per_gpu_h,
-        "unallocated_usd": unalloc * usd_per_gpu_h, "unmeasured_usd": 0.0,
-        "monthly_spend_usd": total / window_h * HOURS_PER_MONTH,
-        "monthly_waste_usd": (idle + underused + unalloc) * usd_per_gpu_h / window_h * HOURS_PER_MONTH,
+        "hours": window_h, "gpu_hours": bucket_sum("gpu_hours"),
+        "allocated_gpu_hours": bucket_sum("gpu_hours") - bucket_sum("gpu_hours", "unallocated"),
+        "used_gpu_hours": bucket_sum("gpu_hours", "used"), "total_usd": total,
+        "used_usd": bucket_sum("usd", "used"), "idle_usd": bucket_sum("usd", "idle"),
+        "underused_usd": bucket_sum("usd", "underused"), "unallocated_usd": bucket_sum("usd", "unallocated"),
+        "unmeasured_usd": 0.0, "monthly_spend_usd": total / window_h * HOURS_PER_MONTH,
+        "monthly_waste_usd": waste / window_h * HOURS_PER_MONTH,
         "unpriced_node_hours": 0.0, "catalog": CATALOG, "catalog_as_of": CATALOG_AS_OF,
     }])
 
-    def groups_for(by: str) -> tuple[str, ...]:
-        return QUEUES if by == "queue" else NAMESPACES
+    def by_group(by: str) -> pl.DataFrame:
+        """The cost rows with the ``group`` the SQL models give (``cost_group``)."""
+        return cost.with_columns(
+            pl.when(pl.col("bucket") == "unallocated").then(pl.lit("(unallocated)"))
+            .otherwise(pl.col(by).fill_null(f"(no {by})")).alias("group"))
 
     def waste_hourly_by(by: str = "namespace") -> pl.DataFrame:
-        if by == "queue" and not queues:
-            return pl.DataFrame(schema={"hour": pl.Datetime, "group": pl.Utf8, "bucket": pl.Utf8,
-                                        "gpu_hours": pl.Float64, "usd": pl.Float64})
-        g = pl.DataFrame({"group": list(groups_for(by)), "gi": list(range(len(groups_for(by))))})
-        b = pl.DataFrame({"bucket": ["used", "idle", "underused", "unallocated"], "bi": [0, 1, 2, 3]})
-        df = hours.join(g, how="cross").join(b, how="cross").with_columns(
-            (_u(pl.col("gi") * 7 + pl.col("bi") + pl.col("hour").dt.epoch("s"), seed + 2)
-             * gpus / len(groups_for(by)) / 3 / (1 + pl.col("gi"))).round(3).alias("gpu_hours"))
-        df = df.with_columns(pl.when(pl.col("bucket") == "unallocated").then(pl.lit("(unallocated)"))
-                             .otherwise(pl.col("group")).alias("group"))
-        return df.with_columns((pl.col("gpu_hours") * usd_per_gpu_h).round(2).alias("usd")).select(
-            "hour", "group", "bucket", "gpu_hours", "usd")
+        return (by_group(by).group_by("hour", "group", "bucket").agg(pl.col("gpu_hours", "usd").sum().round(3))
+                .sort("hour", "group", "bucket").select("hour", "group", "bucket", "gpu_hours", "usd"))
 
     def waste_breakdown(by: str = "namespace") -> pl.DataFrame:
-        w = waste_hourly_by(by)
-        if w.is_empty():
-            return pl.DataFrame(schema={c: pl.Float64 if c != "group" else pl.Utf8 for c in (
-                "group", "used_usd", "idle_usd", "underused_usd", "unallocated_usd", "unmeasured_usd", "total_usd",
-                "used_gpu_hours", "idle_gpu_hours", "underused_gpu_hours", "unallocated_gpu_hours")})
-        wide = w.pivot(on="bucket", index="group", values=["usd", "gpu_hours"], aggregate_function="sum")
-        wide = wide.rename({c: f"{c.split('_', 1)[1]}_{c.split('_', 1)[0]}" if c.startswith("usd_")
-                            else f"{c.removeprefix('gpu_hours_')}_gpu_hours" for c in wide.columns if c != "group"})
-        wide = wide.with_columns(pl.lit(0.0).alias("unmeasured_usd")).fill_null(0.0)
-        return wide.with_columns(pl.sum_horizontal(pl.col("^.*_usd$")).alias("total_usd"))
+        buckets = ("used", "idle", "underused", "unallocated")
+        return (by_group(by).group_by("group").agg(
+            *[pl.col("usd").filter(pl.col("bucket") == bk).sum().alias(f"{bk}_usd") for bk in buckets],
+            *[pl.col("gpu_hours").filter(pl.col("bucket") == bk).sum().alias(f"{bk}_gpu_hours") for bk in buckets],
+            pl.lit(0.0).alias("unmeasured_usd"), pl.col("usd").sum().alias("total_usd"), pl.col("gpu_hours").sum(),
+        ).sort("total_usd", "group", descending=[True, False]))
 
     n_wl = max(6, gpus // 4)
     wl = pl.DataFrame({"i": list(range(n_wl))}).with_columns(
@@ -175,6 +181,11 @@ def synthetic_fleet(gpus: int = 256, days: int = 7, *, seed: int = 1, queues: bo
     return FrameSource(frames, recs, catalog=CATALOG)
 
 
+# evidence.saving_basis of each kind of synthetic finding
+BASIS = {"idle": "gpus_returned", "mig": "gpus_returned", "mps": "gpus_returned", "timeslice": "gpus_returned",
+         "spot": "price_difference", "binpack": "nodes_released", "queue": "entitlement"}
+
+
 def _recommendations(wl: pl.DataFrame, nodes: pl.DataFrame, usd_h: float, queues: bool) -> list[Recommendation]:
     m = HOURS_PER_MONTH * usd_h
     recs: list[Recommendation] = []
@@ -184,11 +195,14 @@ def _recommendations(wl: pl.DataFrame, nodes: pl.DataFrame, usd_h: float, queues
             rule=rule, namespace=r["namespace"], workload=r["workload"],
             title=f"{rule}: {r['namespace']}/{r['workload']} uses {r['sm_p95']:.0%} of its GPU at p95",
             monthly_savings_usd=m * (0.2 + (i * 37 % 11) / 10), confidence=0.5 + (i % 5) / 10,
+            evidence={"saving_basis": BASIS[rule]},
         ))
     for r in nodes.head(3).iter_rows(named=True):
         recs.append(Recommendation(rule="binpack", node=r["node"], title=f"drain and remove {r['node']}",
-                                   monthly_savings_usd=m * 8, confidence=0.7))
+                                   monthly_savings_usd=m * 8, confidence=0.7,
+                                   evidence={"saving_basis": BASIS["binpack"], "pool": r["node_pool"]}))
     if queues:
         recs.append(Recommendation(rule="queue", queue="research", title="lower queue research deserved to match use",
-                                   monthly_savings_usd=m * 3, confidence=0.6))
+                                   monthly_savings_usd=0.0, confidence=0.6,
+                                   evidence={"saving_basis": BASIS["queue"]}))
     return recs

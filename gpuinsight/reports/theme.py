@@ -12,12 +12,13 @@ import altair as alt
 
 # Where GPU money goes. Used is the only "good" bucket; the others are waste of different kinds.
 BUCKETS: tuple[str, ...] = ("used", "idle", "underused", "unallocated", "unmeasured")
+# What each bucket means (said after its name, so never the name again).
 BUCKET_LABELS: dict[str, str] = {
-    "used": "used",
-    "idle": "idle (allocated, no activity)",
-    "underused": "underused (allocated, low activity)",
-    "unallocated": "unallocated (no pod)",
-    "unmeasured": "unmeasured (no samples)",
+    "used": "the busy share of allocated GPUs (GR engine active)",
+    "idle": "allocated to a pod that kept the GPU under 5 % active",
+    "underused": "the inactive share of allocated GPUs that were at least 5 % active",
+    "unallocated": "capacity no pod requested",
+    "unmeasured": "allocated to pods with no DCGM samples",
 }
 BUCKET_COLORS: dict[str, str] = {
     "used": "#2e7d32",
@@ -28,16 +29,21 @@ BUCKET_COLORS: dict[str, str] = {
 }
 WASTE_BUCKETS: tuple[str, ...] = ("idle", "underused", "unallocated")
 
-# Recommendation rules (design.md: idle, mig, mps, timeslice, spot, binpack, queue).
-RULES: tuple[str, ...] = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+# Recommendation rules (design.md's finding kinds).
+RULES: tuple[str, ...] = ("idle", "scale_to_zero", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray",
+                          "input_starved", "topology")
 RULE_COLORS: dict[str, str] = {
     "idle": "#c62828",
+    "scale_to_zero": "#e57373",
     "mig": "#1565c0",
     "mps": "#6a1b9a",
     "timeslice": "#ab47bc",
     "spot": "#00897b",
     "binpack": "#ef6c00",
     "queue": "#5d4037",
+    "ray": "#0097a7",
+    "input_starved": "#827717",
+    "topology": "#455a64",
 }
 
 # Volcano queue measures.
@@ -87,6 +93,13 @@ CONFIG: dict[str, Any] = {
     "legend": {"labelFontSize": 11, "titleFontSize": 12, "labelLimit": 260},
     "header": {"labelFontSize": 12, "titleFontSize": 12},
 }
+
+
+def present(order: tuple[str, ...], values: list[str]) -> list[str]:
+    """The values that occur, in the theme's order (unknown ones last): a legend lists only
+    what the chart draws."""
+    seen = set(values)
+    return [v for v in order if v in seen] + sorted(seen - set(order) - {None})  # type: ignore[arg-type]
 
 
 def scale_for(colors: dict[str, str], domain: tuple[str, ...] | list[str] | None = None) -> alt.Scale:

@@ -1,20 +1,27 @@
 """The rule interface and the recommendation object (design.md, "Recommendation objects").
 
 A rule is a pure function of DataFrames: it names the SQL models it needs, declares its
-settings (with defaults and help, shown by the CLI), and turns frames into recommendations.
-Rules never talk to Prometheus, Kubernetes or AWS.
+settings (with defaults and help, shown by the CLI), the finding kinds it emits (each with its
+action builder and the typed schema of its ``proposed`` / ``target``), and turns frames into
+recommendations, claiming what it saves in the plan's savings ledger. Rules never talk to
+Prometheus, Kubernetes or AWS.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue")
+if TYPE_CHECKING:
+    from gpuinsight.rules.context import PlanContext
+    from gpuinsight.rules.typed import Schema
+
+RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray", "input_starved", "scale_to_zero",
+              "topology")
 HOURS_PER_MONTH = 730.0
 
 
@@ -59,10 +66,10 @@ class Recommendation:
         self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The contract's object; its nested values are this recommendation's own (not copies)."""
         order = ["id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
                  "monthly_savings_usd", "confidence", "evidence", "actions", "target"]
-        return {k: d[k] for k in order}
+        return {k: getattr(self, k) for k in order}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Recommendation:
@@ -70,19 +77,60 @@ class Recommendation:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def target_of(r: Any) -> str:
+    """A short description of what a finding is about (the CLI table and the report both show it).
+
+    A finding with ``node`` set is node-level (design.md): it is credited to its node and node
+    pool, never to a workload that happens to run there.
+    """
+    if getattr(r, "node", None):
+        proposed = getattr(r, "proposed", None) or {}
+        evidence = getattr(r, "evidence", None) or {}
+        freed = [n for n in (proposed.get("nodes_freed") or []) if n != r.node]
+        label = f"node {r.node}" + (f" + {len(freed)} more" if freed else "")
+        pool = evidence.get("pool") or proposed.get("node_pool")
+        return f"{label} (pool {pool})" if pool else label
+    if getattr(r, "workload", None):
+        return f"{r.namespace}/{r.workload}" if getattr(r, "namespace", None) else str(r.workload)
+    for attr, prefix in (("queue", "queue "), ("namespace", "namespace ")):
+        if getattr(r, attr, None):
+            return prefix + str(getattr(r, attr))
+    return "fleet"
+
+
 def stable_id(rule: str, *parts: str | None) -> str:
     """Same finding, same id, across runs: a hash of the rule and its target."""
     key = "|".join([rule, *[p or "" for p in parts]])
-    return f"{rule}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    # ids are DNS-label-like (plan files check them): scale_to_zero -> scale-to-zero-<hash>
+    return f"{rule.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class FindingKind:
+    """One kind of finding (the ``rule`` field of a recommendation) and everything about it:
+    the module that builds its actions (``refs(rec, state)`` and ``build(rec, state)``), the
+    schemas of its ``proposed`` and ``target``, and the basis of its saving."""
+
+    name: str
+    builder: str
+    proposed: type[Schema]
+    target: type[Schema]
+    saving_basis: str
+
+    def validate(self, rec: dict[str, Any], where: str) -> None:
+        """Check a recommendation (as read from a plan file) against this kind's schemas."""
+        self.proposed.check(rec.get("proposed") or {}, f"{where}.proposed")
+        self.target.check(rec.get("target") or {}, f"{where}.target")
 
 
 class Rule:
-    """Subclass per rule: set ``name``, ``needs`` (SQL model names) and ``settings``."""
+    """Subclass per rule: set ``name``, ``needs`` (SQL model names), ``settings`` and ``kinds``."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     needs: ClassVar[tuple[str, ...]]
     settings: ClassVar[tuple[Setting, ...]] = ()
+    kinds: ClassVar[tuple[FindingKind, ...]] = ()
 
     @classmethod
     def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -93,7 +141,8 @@ class Rule:
             raise ValueError(f"rule {cls.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
         return {s.name: s.coerce(overrides.get(s.name, s.default)) for s in cls.settings}
 
-    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+                 ctx: PlanContext) -> list[Recommendation]:
         raise NotImplementedError
 
 
@@ -105,10 +154,21 @@ class Plan:
     window: tuple[datetime | None, datetime | None]
     recommendations: list[Recommendation]
     notes: list[str] = field(default_factory=list)
+    # the fleet's monthly spend the savings ledger checked the plan against (None: not known)
+    spend_monthly_usd: float | None = None
 
     @property
     def total_monthly_savings_usd(self) -> float:
         return round(sum(r.monthly_savings_usd for r in self.recommendations), 2)
+
+    @property
+    def savings_by_basis(self) -> dict[str, float]:
+        """Monthly savings per ``evidence.saving_basis``: nodes released, GPUs returned, ..."""
+        out: dict[str, float] = {}
+        for r in self.recommendations:
+            basis = str(r.evidence.get("saving_basis") or "unknown")
+            out[basis] = round(out.get(basis, 0.0) + r.monthly_savings_usd, 2)
+        return out
 
     def to_json_obj(self) -> list[dict[str, Any]]:
         """The fixed interface: a JSON array of recommendation objects."""
@@ -116,5 +176,7 @@ class Plan:
 
     @staticmethod
     def new_id(now: datetime | None = None) -> str:
-        now = now or datetime.now(UTC)
-        return "plan-" + now.strftime("%Y%m%dT%H%M%SZ")
+        """``plan-YYYYMMDD-HHMMSS`` (UTC): lower case, so it is a valid id (``^[a-z0-9-]+$``),
+        file name and label value as it is."""
+        now = (now or datetime.now(UTC)).astimezone(UTC)
+        return "plan-" + now.strftime("%Y%m%d-%H%M%S")

@@ -1,142 +1,270 @@
-"""BinpackRule: move work off lightly used nodes so whole nodes can be released.
+"""BinpackRule: plan each node pool so that whole nodes can be released.
 
-Greedy, fewest moves first: try to empty the nodes holding the fewest GPUs, moving each gang
-(Volcano PodGroup / Job) whole onto the fullest other node of the same pool, zone and GPU
-model that has room (best fit). A gang with pods on a node that is not being emptied is never
-split: such a node is skipped. MIG nodes and MIG pods stay put. Each plan reports its gap to
-the pool's capacity bound (GPUs held / GPUs per node) and to the exact optimum of an ILP
-(HiGHS) where the pool is small enough to solve quickly.
+A pool is the nodes of one (cluster, node pool, zone, GPU model) that hold whole-GPU work
+after the earlier findings of the plan (idle pods scaled away, workloads consolidated onto MIG
+or shared-GPU hosts; those hosts, MIG nodes and shared-GPU nodes are not planned). The pods on
+it are placed again: by the exact ILP (HiGHS) where the pool is small enough, else greedily.
+
+* A strict gang (Volcano PodGroup / Job whose minMember covers all its pods) moves whole: if
+  one pod moves, all restart together, each landing on any node with room. A gang whose
+  minMember is below its pod count is a gang only up to minMember: its pods move one by one,
+  at most (pods - minMember) of them.
+* PodDisruptionBudgets cap the pods of their selector that may be evicted.
+* Busy multi-pod gangs (mean GR activity at least ``busy_gang_activity``) are never touched;
+  production pods only move if ``include_production``.
+* GPUs that earlier findings returned to the pool are not filled with moved work.
+
+The saving is what each released node costs, less what earlier findings already claimed of
+it; the finding belongs to the pool (its nodes), not to a workload.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import monthly, num, rows
-from gpuinsight.rules.pack_bound import Unit, optimal_nodes
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.disruption import allowed_disruptions, as_map, selector_matches
+from gpuinsight.rules.pack_bound import (
+    MAX_VARIABLES,
+    PoolNode,
+    PoolPlan,
+    PoolPod,
+    PoolProblem,
+    Unit,
+    optimal_nodes,
+    solve_greedy,
+    solve_ilp,
+)
+from gpuinsight.rules.typed import DNS_NAME, Schema, list_of, mapping, number, optional, schema, spec, text
+
+
+@dataclass
+class Move(Schema):
+    namespace: str = spec(text(DNS_NAME))
+    pods: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
+    to: str = spec(text(DNS_NAME))
+    workload: str | None = spec(optional(text()), None)
+    gang: str | None = spec(optional(text()), None)
+    gpus: float = spec(number, 0.0)
+    # "from" is a Python keyword: it is added by to_dict and checked by the extra check below
+
+
+def _check_moves(data: dict[str, Any], where: str) -> None:
+    for i, move in enumerate(data.get("moves") or []):
+        text(DNS_NAME)(move.get("from") if isinstance(move, dict) else None, f"{where}.moves[{i}].from")
+
+
+@dataclass
+class BinpackProposed(Schema):
+    moves: list[dict[str, Any]] = spec(list_of(schema(Move)))
+    nodes_freed: list[str] = spec(list_of(text(DNS_NAME)), [])
+    node_pool: str | None = spec(optional(text()), None)
+    # pods on the freed nodes that other findings of the plan take away first (by finding id)
+    pods_leaving: list[dict[str, Any]] = spec(list_of(mapping), [])
+    extra_checks = (_check_moves,)
+
+
+@dataclass
+class NodeSetTarget(Schema):
+    nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
+    kind: str = spec(text(choices=("NodeSet",)), "NodeSet")
+    pool: str | None = spec(optional(text()), None)
 
 
 class BinpackRule(Rule):
     name = "binpack"
-    summary = "Consolidate GPU pods to free whole nodes (gang-safe, same pool/zone/model)."
-    needs = ("placement_current", "nodes_current")
+    summary = "Plan each node pool so whole nodes can be released (gang-safe, PDB-aware, ILP where small)."
+    needs = ("placement_current", "nodes_current", "workload_gpu_profile", "disruption_budgets")
     settings = (
-        Setting("max_moves_per_node", 4, "Most gangs/pods moved to free one node."),
         Setting("include_production", True, "Allow moving production pods (they restart once)."),
+        Setting("busy_gang_activity", 0.5, "Multi-pod gangs at least this busy (mean GR activity) are never moved."),
+        Setting("ilp_max_variables", MAX_VARIABLES, "Pools up to this many (pods x nodes) are solved exactly."),
+        Setting("ilp_time_limit_s", 2.0, "Time limit of one exact solve; past it the greedy plan is used."),
         Setting("confidence", 0.7, "Confidence of a plan (placement is observed, savings need the node released)."),
     )
+    kinds = (FindingKind("binpack", "gpuinsight.actions.builders.binpack", BinpackProposed, NodeSetTarget,
+                         "nodes_released"),)
 
-    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
-        placement = rows(frames.get("placement_current"))
-        nodes = [n for n in rows(frames.get("nodes_current")) if not n.get("mig_config") and num(n.get("gpu_count")) > 0]
-        pods_on: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        gang_nodes: dict[str, set[str]] = defaultdict(set)
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+                 ctx: PlanContext) -> list[Recommendation]:
+        busy = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): num(r.get("gr_mean"))
+                for r in ctx.rows(frames, "workload_gpu_profile")}
+        placement = ctx.rows(frames, "placement_current")
+        pdbs = ctx.rows(frames, "disruption_budgets")
+        budgets = pdb_budgets(placement, pdbs)
+        pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for b in pdbs:
+            pdbs_by_ns[b["namespace"]].append(b)
+        pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        leaving: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for p in placement:
-            pods_on[p["node"]].append(p)
-            if p.get("gang"):
-                gang_nodes[f"{p['namespace']}/{p['gang']}"].add(p["node"])
-        out: list[Recommendation] = []
+            c = str(p.get("cluster") or "")
+            by = ctx.pods_leaving.get((c, p["namespace"], p["pod"])) or ctx.workloads_leaving.get(
+                (c, p["namespace"], p["workload"]))
+            if by:
+                leaving[(c, p["node"])].append({"namespace": p["namespace"], "pod": p["pod"], "finding": by})
+            else:
+                pods_on[(c, p["node"])].append(p)
         pools: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-        for n in nodes:
-            pools[(n.get("node_pool"), n.get("zone"), n.get("gpu_model"))].append(n)
-        for (pool, zone, model), members in pools.items():
-            free = {n["node"]: num(n["gpu_count"]) - num(n["gpus_held"]) for n in members}
-            freed: list[str] = []
-            lower_bound = math.ceil(sum(num(n["gpus_held"]) for n in members) / max(num(members[0]["gpu_count"]), 1))
-            for n in sorted(members, key=lambda x: (num(x["gpus_held"]), x["node"])):
-                units = movable_units(pods_on.get(n["node"], []), gang_nodes, settings)
-                if not units or units is None:
-                    continue
-                if len(units) > settings["max_moves_per_node"]:
-                    continue
-                plan = place(units, n["node"], free, set(freed), members)
-                if plan is None:
-                    continue
-                for move in plan:
-                    free[move["to"]] -= move["gpus"]
-                free[n["node"]] = num(n["gpu_count"])
-                freed.append(n["node"])
-                usd = num(n.get("usd_per_hour"))
-                out.append(Recommendation(
-                    rule="binpack", node=n["node"],
-                    namespace=plan[0]["namespace"] if len({m["namespace"] for m in plan}) == 1 else None,
-                    workload=plan[0]["workload"] if len(plan) == 1 else None,
-                    title=(f"Move {len(plan)} gang(s)/pod(s) holding {num(n['gpus_held']):g} GPU(s) off {n['node']} "
-                           f"onto other {pool} nodes and release it"),
-                    current={"node": n["node"], "gpus_held": num(n["gpus_held"]), "gpu_count": num(n["gpu_count"])},
-                    proposed={"moves": plan, "nodes_freed": [n["node"]], "node_pool": pool},
-                    monthly_savings_usd=monthly(usd),
-                    confidence=settings["confidence"] if usd else 0.3,
-                    evidence={
-                        "node_gpus": num(n["gpu_count"]), "gpus_held": num(n["gpus_held"]),
-                        "node_usd_per_hour": round(usd, 4), "pool": pool, "zone": zone, "gpu_model": model,
-                        "pool_nodes": len(members), "pool_lower_bound_nodes": lower_bound,
-                        "gap_to_lower_bound_nodes": None,  # filled below, once the pool is planned
-                    },
-                    target={"kind": "NodeSet", "nodes": [n["node"]]},
-                ))
-            used_after = len(members) - len(freed)
-            optimal = pool_optimum(members, pods_on, gang_nodes)
-            for rec in out:
-                if rec.evidence.get("pool") == pool and rec.evidence.get("zone") == zone:
-                    rec.evidence["gap_to_lower_bound_nodes"] = used_after - lower_bound
-                    rec.evidence["pool_optimal_nodes"] = optimal
-                    rec.evidence["gap_to_optimal_nodes"] = None if optimal is None else used_after - optimal
+        for n in ctx.rows(frames, "nodes_current"):
+            key = (str(n.get("cluster") or ""), n["node"])
+            if not plannable(n, key, ctx) or not pods_on.get(key):
+                continue
+            pools[(key[0], n.get("node_pool"), n.get("zone"), n.get("gpu_model"))].append(n)
+        out = []
+        for pool_key, members in sorted(pools.items(), key=lambda kv: str(kv[0])):
+            problem, pod_rows = pool_problem(pool_key, members, pods_on, budgets, pdbs_by_ns, busy, settings, ctx)
+            rec = self._plan_pool(pool_key, members, problem, pod_rows, leaving, settings, ctx)
+            if rec is not None:
+                out.append(rec)
         return out
 
-
-def pool_optimum(members: list[dict[str, Any]], pods_on: dict[str, list[dict[str, Any]]],
-                 gang_nodes: dict[str, set[str]]) -> int | None:
-    """Fewest nodes of this pool that could hold its current work (exact ILP; None if too big)."""
-    index = {m["node"]: i for i, m in enumerate(members)}
-    units: dict[str, Unit] = {}
-    for m in members:
-        for p in pods_on.get(m["node"], []):
-            gang = f"{p['namespace']}/{p['gang']}" if p.get("gang") else None
-            pinned = bool(p.get("mig_profile")) or (gang is not None and len(gang_nodes[gang]) > 1)
-            key = f"{m['node']}/{p['pod']}" if pinned or gang is None else gang
-            prev = units.get(key)
-            units[key] = Unit((prev.gpus if prev else 0.0) + num(p.get("gpus")),
-                              index[m["node"]] if pinned else None)
-    return optimal_nodes(list(units.values()), [num(m["gpu_count"]) for m in members])
-
-
-def movable_units(pods: list[dict[str, Any]], gang_nodes: dict[str, set[str]],
-                  settings: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The node's pods grouped into gangs (move whole or not at all); None if not movable."""
-    units: dict[str, dict[str, Any]] = {}
-    for p in pods:
-        if p.get("mig_profile") or (p.get("production") and not settings["include_production"]):
+    def _plan_pool(self, pool_key: tuple[Any, ...], members: list[dict[str, Any]], problem: PoolProblem,
+                   pod_rows: list[dict[str, Any]], leaving: dict[tuple[str, str], list[dict[str, Any]]],
+                   settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
+        cluster, pool, zone, model = pool_key
+        plan = solve_ilp(problem, time_limit_s=settings["ilp_time_limit_s"],
+                         max_variables=int(settings["ilp_max_variables"]))
+        if plan is None:
+            plan = solve_greedy(problem)
+        used = set(plan.assign)
+        freed = [j for j in range(len(problem.nodes)) if j not in used]
+        if not freed:
             return None
-        key = f"{p['namespace']}/{p['gang']}" if p.get("gang") else f"{p['namespace']}/pod/{p['pod']}"
-        if p.get("gang") and len(gang_nodes[key]) > 1:
-            return None  # the gang also runs elsewhere: moving part of it would split it
-        u = units.setdefault(key, {"namespace": p["namespace"], "workload": p.get("workload"),
-                                   "gang": p.get("gang"), "pods": [], "gpus": 0.0, "largest_pod": 0.0})
-        u["pods"].append(p["pod"])
-        u["gpus"] += num(p.get("gpus"))
-        u["largest_pod"] = max(u["largest_pod"], num(p.get("gpus")))
-    return list(units.values())
+        names = [problem.nodes[j].name for j in freed]
+        rid = stable_id("binpack", None, None, "/".join(str(x) for x in pool_key), None)
+        released, saving = [], 0.0
+        for j in freed:
+            n = members[j]
+            ctx.ledger.account((cluster, n["node"]), num(n.get("usd_per_hour")), num(n.get("gpu_count")),
+                               price_known=True)
+            granted = ctx.ledger.release(rid, (cluster, n["node"]))
+            saving += granted
+            released.append({"node": n["node"], "node_usd_per_hour": round(num(n.get("usd_per_hour")), 4),
+                             "saving_usd_per_hour": round(granted, 4), "gpus": num(n.get("gpu_count"))})
+        moves = move_list(problem, plan, pod_rows)
+        for m in moves:
+            ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
+        moved_prod = sorted({f"{m['namespace']}/{m['workload']}: {m['production_reason']}" for m in moves
+                             if m["production"]})
+        for m in moves:
+            del m["production"], m["production_reason"]
+        lower = math.ceil(sum(p.gpus for p in problem.pods) / max(max(nd.capacity for nd in problem.nodes), 1) - 1e-9)
+        yardstick = optimal_nodes([Unit(p.gpus, p.node if p.pinned or p.gang in problem.pinned_gangs() else None)
+                                   for p in problem.pods], [nd.capacity for nd in problem.nodes])
+        kept = len(problem.nodes) - len(freed)
+        gangs = sorted(plan.moved_gangs)
+        return Recommendation(
+            rule="binpack", id=rid, node=names[0] if len(names) == 1 else None,
+            title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
+                   f"{len(names)} of {len(problem.nodes)} node(s): {', '.join(names[:5])}"
+                   + (" ..." if len(names) > 5 else "")),
+            current={"nodes": len(problem.nodes), "gpus_held": round(sum(p.gpus for p in problem.pods), 3)},
+            proposed=BinpackProposed(moves, names, pool,
+                                     [p for n in names for p in leaving.get((cluster, n), [])]).to_dict(),
+            monthly_savings_usd=monthly(saving),
+            confidence=settings["confidence"] if saving else 0.3,
+            evidence={
+                "pool": pool, "zone": zone, "gpu_model": model, "pool_nodes": len(problem.nodes),
+                "nodes_after": kept, "nodes_released": released,
+                "method": "exact ILP (HiGHS)" if plan.method == "ilp" else "greedy (pool too large for the ILP)",
+                "plan_is_optimal": plan.optimal,
+                "pool_optimal_nodes": kept if plan.optimal else None,
+                "unconstrained_optimal_nodes": yardstick,
+                "pool_lower_bound_nodes": lower,
+                "gap_to_lower_bound_nodes": kept - lower,
+                "gpus_moved": round(sum(m["gpus"] for m in moves), 3),
+                "gangs_restarted": gangs,
+                "production_moved": moved_prod,
+            },
+            target=NodeSetTarget(names, "NodeSet", pool).to_dict(),
+        )
 
 
-def place(units: list[dict[str, Any]], source: str, free: dict[str, float], freed: set[str],
-          members: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Best-fit each unit (largest first) onto one target node; None if any does not fit."""
-    trial = dict(free)
-    plan = []
-    for u in sorted(units, key=lambda x: -x["gpus"]):
-        targets = [m["node"] for m in members
-                   if m["node"] != source and m["node"] not in freed and trial[m["node"]] >= u["gpus"] - 1e-9
-                   and num(m["gpus_held"]) > 0]
-        if not targets:
-            return None
-        best = min(targets, key=lambda t: (trial[t] - u["gpus"], t))
-        trial[best] -= u["gpus"]
-        plan.append({"namespace": u["namespace"], "workload": u["workload"], "gang": u["gang"], "pods": u["pods"],
-                     "from": source, "to": best, "gpus": round(u["gpus"], 3)})
-    return plan
+def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
+    """Whole-GPU nodes binpack may move work between or release."""
+    if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
+        return False
+    if (n.get("sharing_strategy") or "none") not in ("none", ""):
+        return False
+    return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
+
+
+def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
+    """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    out = {}
+    for b in pdbs:
+        selector = as_map(b.get("selector"))
+        covered = [p for p in placement if p["namespace"] == b["namespace"]
+                   and selector_matches(selector, as_map(p.get("labels")))]
+        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, len(covered), len(covered))
+    return out
+
+
+def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
+    labels = as_map(p.get("labels"))
+    return tuple(f"pdb:{b['namespace']}/{b['name']}" for b in pdbs_by_ns.get(p["namespace"], [])
+                 if selector_matches(as_map(b.get("selector")), labels))
+
+
+def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
+                 pods_on: dict[tuple[str, str], list[dict[str, Any]]], budgets: dict[str, int],
+                 pdbs_by_ns: dict[str, list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
+                 settings: dict[str, Any], ctx: PlanContext) -> tuple[PoolProblem, list[dict[str, Any]]]:
+    cluster = pool_key[0]
+    problem = PoolProblem([], [], dict(budgets))
+    pod_rows: list[dict[str, Any]] = []
+    for j, n in enumerate(members):
+        key = (cluster, n["node"])
+        pods = pods_on.get(key, [])
+        staying = sum(num(p.get("gpus")) for p in pods)
+        capacity = max(num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key), staying)
+        problem.nodes.append(PoolNode(n["node"], capacity, num(n.get("usd_per_hour"))))
+        for p in pods:
+            gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
+            strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
+            elastic = bool(p.get("gang")) and gang_size > 1 and not strict
+            gang_id = f"{p['namespace']}/{p['gang']}" if strict else None
+            prod, why = ctx.is_production(p)
+            pinned = bool(p.get("mig_profile")) or (prod and not settings["include_production"])
+            if strict and busy.get((cluster, p["namespace"], p["workload"]), 0.0) >= settings["busy_gang_activity"]:
+                pinned = True
+            own = pod_budgets(p, pdbs_by_ns)
+            if elastic:
+                name = f"gang:{p['namespace']}/{p['gang']}"
+                problem.budgets[name] = gang_size - int(min_member or 1)
+                own = (*own, name)
+            problem.pods.append(PoolPod(f"{p['namespace']}/{p['pod']}", j, num(p.get("gpus")), gang_id, pinned, own))
+            pod_rows.append({**p, "_production": prod, "_why": why})
+    # a strict gang with pods outside this pool cannot be re-placed here: keep it where it is
+    seen = defaultdict(int)
+    for pp in problem.pods:
+        if pp.gang:
+            seen[pp.gang] += 1
+    for pp, row in zip(problem.pods, pod_rows, strict=True):
+        if pp.gang and seen[pp.gang] < int(num(row.get("gang_pods"), 1)):
+            pp.pinned = True
+    return problem, pod_rows
+
+
+def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evictions, grouped per (gang or pod, from, to), largest first."""
+    grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i in plan.evicted(problem):
+        p, row = problem.pods[i], pod_rows[i]
+        src, dst = problem.nodes[p.node].name, problem.nodes[plan.assign[i]].name
+        key = (row["namespace"], p.gang or row["pod"], src, dst)
+        m = grouped.setdefault(key, {"namespace": row["namespace"], "workload": row.get("workload"),
+                                     "gang": row.get("gang") if p.gang else None, "pods": [], "from": src,
+                                     "to": dst, "gpus": 0.0, "production": row["_production"],
+                                     "production_reason": row["_why"]})
+        m["pods"].append(row["pod"])
+        m["gpus"] = round(m["gpus"] + p.gpus, 3)
+    return sorted(grouped.values(), key=lambda m: (-m["gpus"], m["namespace"], m["pods"][0]))

@@ -7,7 +7,15 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import HOURS_PER_MONTH
+from gpuinsight.rules.base import HOURS_PER_MONTH, Setting
+
+# how much history a workload-level verdict needs (shared by idle and consolidation)
+MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")
+FULL_CONFIDENCE = Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence.")
+# Workloads KEDA can scale to zero and back (a scale subresource and long-running pods): idle work
+# of these kinds that is busy at some hours gets a ScaledObject (scale_to_zero), other kinds a
+# schedule note (idle, reason periodic). docs/rules.md, "Where idle ends and scale_to_zero begins".
+SCALE_TARGET_KINDS = ("Deployment", "StatefulSet")
 
 
 def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
@@ -43,9 +51,9 @@ def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) ->
     if w is None or w.height == 0:
         return 0.0
     if cluster is not None and "cluster" in w.columns:
-        mine = w.filter(pl.col("cluster") == cluster)
-        if mine.height:
-            return num(mine["hours"][0])
+        for c, h in zip(w["cluster"].to_list(), w["hours"].to_list(), strict=True):
+            if c == cluster:
+                return num(h)
     return num(w["hours"].max())
 
 
@@ -59,3 +67,21 @@ def pct(x: float | None) -> float | None:
 
 def mib_to_gb(x: float | None) -> float | None:
     return None if x is None else round(x / 1024.0, 2)
+
+
+def compute_peak(r: dict[str, Any]) -> float:
+    """The compute a workload must be sized for: its short-window p95 (``peak_p95``: p95 over
+    steps of the per-step max of GR and SM activity), falling back to the p95 of the step means."""
+    peak = num(r.get("peak_p95"))
+    return peak if peak > 0 else max(num(r.get("gr_p95")), num(r.get("sm_p95")))
+
+
+def compute_evidence(r: dict[str, Any]) -> dict[str, Any]:
+    """The peak compute figure and the resolution it was measured at, for a finding's evidence."""
+    step = r.get("step_s")
+    pushed = bool(r.get("max_pushed_down"))
+    basis = (f"p95 over {int(num(step))} s steps of the per-step max of GR/SM activity "
+             + ("(the max within each step, pushed down to the source)" if pushed
+                else "(one sample per step: the step's value is its max)")) if step else "p95 of GR/SM activity"
+    return {"compute_peak_p95_pct": pct(compute_peak(r)), "compute_resolution_s": step,
+            "max_per_step_pushed_down": pushed, "compute_basis": basis}

@@ -10,7 +10,10 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import Plan, Recommendation
-from gpuinsight.rules.registry import ALL_RULES, CLAIMS_WORKLOADS
+from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.ledger import Ledger
+from gpuinsight.rules.production import ProductionClassifier
+from gpuinsight.rules.registry import ALL_RULES, KINDS, SETTING_GROUPS
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
@@ -22,7 +25,7 @@ def frames_for(gi: GpuInsight, names: set[str]) -> dict[str, pl.DataFrame]:
 
 
 def needed_frames() -> set[str]:
-    names: set[str] = {"analysis_window"}
+    names: set[str] = {"analysis_window", "node_costs"}
     for rule in ALL_RULES:
         names.update(rule.needs)
     return names
@@ -30,44 +33,59 @@ def needed_frames() -> set[str]:
 
 def resolve_all(settings: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     settings = settings or {}
-    unknown = set(settings) - {r.name for r in ALL_RULES}
+    unknown = set(settings) - {r.name for r in SETTING_GROUPS}
     if unknown:
-        raise BadInput(f"unknown rule(s) in settings: {sorted(unknown)}")
+        raise BadInput(f"unknown rule(s) in settings: {sorted(unknown)}; known: {[r.name for r in SETTING_GROUPS]}")
     try:
-        return {rule.name: rule.resolve_settings(settings.get(rule.name)) for rule in ALL_RULES}
+        return {rule.name: rule.resolve_settings(settings.get(rule.name)) for rule in SETTING_GROUPS}
     except (ValueError, TypeError) as exc:
         raise BadInput(str(exc)) from exc
+
+
+def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
+                  *, only: set[str] | None = None) -> tuple[list[Recommendation], PlanContext]:
+    """Pure: frames in, recommendations out (largest saving first), with the plan's ledger.
+
+    Rules run in the ledger's order, each claiming what it saves; every finding's evidence
+    gets its ``saving_basis`` and its claims per node, and the ledger's invariants are checked
+    (a violation is a bug and raises :class:`gpuinsight.rules.ledger.LedgerError`)."""
+    resolved = resolve_all(settings)
+    ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]))
+    recs: list[Recommendation] = []
+    for rule_cls in ALL_RULES:
+        if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:
+            continue
+        recs.extend(r for r in rule_cls().evaluate(frames, resolved[rule_cls.name], ctx)
+                    if not only or r.rule in only or rule_cls.name in only)
+    ids = [r.id for r in recs]
+    if len(set(ids)) != len(ids):
+        raise AssertionError(f"duplicate finding ids in a plan: {sorted({i for i in ids if ids.count(i) > 1})}")
+    for rec in recs:
+        rec.evidence["saving_basis"] = KINDS[rec.rule].saving_basis
+        rec.evidence["claims"] = ctx.ledger.evidence_for(rec.id)
+    ctx.ledger.check({r.id: r.monthly_savings_usd for r in recs})
+    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.id))
+    return recs, ctx
 
 
 def evaluate_rules(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
                    *, only: set[str] | None = None) -> list[Recommendation]:
     """Pure: frames in, recommendations out (sorted by monthly saving, largest first)."""
-    resolved = resolve_all(settings)
-    frames = dict(frames)
-    recs: list[Recommendation] = []
-    for rule_cls in ALL_RULES:
-        if only and rule_cls.name not in only:
-            continue
-        found = rule_cls().evaluate(frames, resolved[rule_cls.name])
-        recs.extend(found)
-        if rule_cls.name in CLAIMS_WORKLOADS and found and "workload_gpu_profile" in frames:
-            claimed = {(r.namespace, r.workload) for r in found}
-            prof = frames["workload_gpu_profile"]
-            keep = [(ns, wl) not in claimed for ns, wl in zip(prof["namespace"], prof["workload"], strict=True)]
-            frames["workload_gpu_profile"] = prof.filter(pl.Series(keep, dtype=pl.Boolean))
-    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.id))
-    return recs
+    return evaluate_plan(frames, settings, only=only)[0]
 
 
 def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
     resolve_all(settings)  # bad settings fail before any query runs
     frames = frames_for(gi, needed_frames())
-    recs = evaluate_rules(frames, settings)
+    recs, ctx = evaluate_plan(frames, settings)
     w = frames["analysis_window"]
     now = datetime.now(UTC)
     plan = Plan(plan_id=Plan.new_id(now), created_at=now, catalog=w["catalog"].max() if w.height else None,
                 window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
-                recommendations=recs)
+                recommendations=recs, spend_monthly_usd=round(ctx.ledger.spend_monthly_usd(), 2))
+    basis = plan.savings_by_basis
+    plan.notes.append("savings ledger: " + ", ".join(f"{k} ${v:,.0f}/month" for k, v in sorted(basis.items()))
+                      + f" of a ${plan.spend_monthly_usd:,.0f}/month spend; each node and GPU-hour counted once")
     attach_actions(gi, plan)
     store_plan(gi.wh, plan)
     return plan

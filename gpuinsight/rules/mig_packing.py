@@ -1,4 +1,4 @@
-"""Pack MIG instances onto GPUs using the valid per-GPU layouts (pure functions)."""
+"""MIG profiles and the valid per-GPU layouts of their instances (pure functions)."""
 
 from __future__ import annotations
 
@@ -35,29 +35,3 @@ def parse_layouts(layouts: list[str]) -> list[Counter[str]]:
 def fits_a_layout(classes: Counter[str], layouts: list[Counter[str]]) -> bool:
     """A multiset of slice classes is valid when some maximal layout contains it."""
     return any(all(layout[c] >= n for c, n in classes.items()) for layout in layouts)
-
-
-def pack(instances: list[MigProfile], layouts: list[Counter[str]]) -> list[list[MigProfile]]:
-    """First-fit decreasing by compute slices, each GPU kept to a valid layout.
-
-    Returns the instances grouped per GPU; ``len(result)`` is the GPUs needed.
-    """
-    gpus: list[list[MigProfile]] = []
-    for inst in sorted(instances, key=lambda p: (p.compute_slices, p.memory_slices), reverse=True):
-        for gpu in gpus:
-            trial = Counter(p.slice_class for p in gpu)
-            trial[inst.slice_class] += 1
-            if fits_a_layout(trial, layouts):
-                gpu.append(inst)
-                break
-        else:
-            gpus.append([inst])
-    return gpus
-
-
-def layout_label(gpu: list[MigProfile]) -> str:
-    """mig-parted style config for one GPU, e.g. 'all-1g.10gb' or a custom mix."""
-    profiles = Counter(p.profile for p in gpu)
-    if len(profiles) == 1:
-        return f"all-{next(iter(profiles))}"
-    return "custom-" + "-".join(f"{n}x{p}" for p, n in sorted(profiles.items()))

@@ -6,17 +6,48 @@ wait long while the queue sits at its capability -> raise capability and deserve
 an entitlement, not a bill: resizing it saves nothing by itself (the dollars come when the
 capacity kept for it is released, which binpack and idle findings price), so the saving is 0
 and the evidence shows what the idle entitlement is worth at list price.
+
+Safety floor: neither deserved nor capability is ever set below the largest GPU need of one
+pod, or of one gang (a PodGroup's minResources, a Job's minAvailable pods), among the queue's
+running, pending and recent work: below it that work could never be admitted again.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import monthly, num, rows
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.typed import DNS_NAME, Schema, integer, mapping, optional, resource_list, spec, text
+
+GPU = "nvidia.com/gpu"
+
+
+def _guarantee(value: Any, where: str) -> None:
+    mapping(value, where)
+    resource_list(value.get("resource", value), where)
+
+
+@dataclass
+class QueueProposed(Schema):
+    weight: int | None = spec(optional(integer(1, 65535)), None)
+    deserved: dict[str, Any] | None = spec(optional(resource_list), None)
+    capability: dict[str, Any] | None = spec(optional(resource_list), None)
+    guarantee: dict[str, Any] | None = spec(optional(_guarantee), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in super().to_dict().items() if v is not None}
+
+
+@dataclass
+class QueueTarget(Schema):
+    name: str = spec(text(DNS_NAME))
+    kind: str = spec(text(choices=("Queue",)), "Queue")
 
 
 class QueueRule(Rule):
@@ -30,9 +61,11 @@ class QueueRule(Rule):
         Setting("starved_pending_s", 1800.0, "p95 scheduling wait that counts as starved."),
         Setting("starved_use_ratio", 0.9, "...while the queue holds at least this share of its capability."),
     )
+    kinds = (FindingKind("queue", "gpuinsight.actions.builders.queue", QueueProposed, QueueTarget, "entitlement"),)
 
-    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
-        summary = rows(frames.get("fleet_summary"))
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+                 ctx: PlanContext) -> list[Recommendation]:
+        summary = ctx.rows(frames, "fleet_summary")
         s = summary[0] if summary else {}
         gpu_hours = num(s.get("gpu_hours"))
         usd_per_gpu_hour = num(s.get("total_usd")) / gpu_hours if gpu_hours else 0.0
@@ -40,7 +73,7 @@ class QueueRule(Rule):
         unallocated_gpus = num(s.get("gpu_hours")) - num(s.get("allocated_gpu_hours"))
         unallocated_avg = unallocated_gpus / hours if hours else 0.0
         out = []
-        for q in rows(frames.get("queue_usage")):
+        for q in ctx.rows(frames, "queue_usage"):
             if q.get("weight") is None:
                 continue  # seen on pods only: no Queue object to change
             deserved = q.get("deserved_gpu")
@@ -48,25 +81,31 @@ class QueueRule(Rule):
             quota = num(deserved if deserved is not None else cap)
             p95 = num(q.get("allocated_gpu_p95"))
             peak = num(q.get("allocated_gpu_max"))
+            floor = math.ceil(max(num(q.get("largest_pod_gpus")), num(q.get("largest_gang_gpus"))) - 1e-9)
             if quota and p95 < quota * settings["idle_quota_ratio"] and quota - p95 >= settings["min_idle_gpus"]:
-                new_deserved = max(1, math.ceil(p95 * (1 + settings["headroom"])))
-                new_cap = max(new_deserved, math.ceil(peak * (1 + settings["headroom"])))
+                new_deserved = max(1, math.ceil(p95 * (1 + settings["headroom"])), floor)
+                new_cap = max(new_deserved, math.ceil(peak * (1 + settings["headroom"])), floor)
+                lower_deserved = deserved is not None and new_deserved < num(deserved)
+                lower_cap = cap is not None and new_cap < num(cap)
+                if not lower_deserved and not lower_cap:
+                    continue  # the floor leaves nothing to lower
+                new_deserved = min(new_deserved, math.ceil(quota))
                 new_weight = max(1, round(num(q["weight"]) * new_deserved / quota))
-                proposed: dict[str, Any] = {"weight": new_weight}
+                proposed = QueueProposed(weight=new_weight,
+                                         deserved={GPU: new_deserved} if lower_deserved else None,
+                                         capability={GPU: new_cap} if lower_cap else None).to_dict()
                 current: dict[str, Any] = {"weight": q["weight"]}
-                if deserved is not None:
-                    proposed["deserved"] = {"nvidia.com/gpu": new_deserved}
-                    current["deserved"] = {"nvidia.com/gpu": deserved}
-                if cap is not None and cap > new_cap:
-                    proposed["capability"] = {"nvidia.com/gpu": new_cap}
-                    current["capability"] = {"nvidia.com/gpu": cap}
+                if lower_deserved:
+                    current["deserved"] = {GPU: deserved}
+                if lower_cap:
+                    current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"],
+                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
-                           f"{p95:.1f} (p95): lower deserved to {new_deserved}"
-                           + (f", capability to {proposed['capability']['nvidia.com/gpu']}" if "capability" in proposed
-                              else "") + f" and weight to {new_weight}"),
+                           f"{p95:.1f} (p95): lower "
+                           + (f"deserved to {new_deserved}, " if lower_deserved else "")
+                           + (f"capability to {new_cap}, " if lower_cap else "") + f"weight to {new_weight}"),
                     current=current, proposed=proposed,
                     monthly_savings_usd=0.0,
                     confidence=0.6,
@@ -78,24 +117,34 @@ class QueueRule(Rule):
                         "fleet_unallocated_gpus_avg": round(unallocated_avg, 2),
                         "idle_entitlement_gpus": round(freed, 2),
                         "idle_entitlement_usd_per_month_at_list": round(monthly(freed * usd_per_gpu_hour), 2),
-                        "saving_basis": "an entitlement change; dollars come from releasing the capacity",
+                        "saving_note": "an entitlement change; dollars come from releasing the capacity",
+                        **floor_evidence(q, floor),
                     },
-                    target={"kind": "Queue", "name": q["queue"]},
+                    target=QueueTarget(q["queue"]).to_dict(),
                 ))
             elif (cap and num(q.get("pending_p95_s")) > settings["starved_pending_s"]
                   and peak >= cap * settings["starved_use_ratio"]):
-                new_cap = math.ceil(cap * 1.5)
-                proposed = {"capability": {"nvidia.com/gpu": new_cap}}
-                if deserved is not None:
-                    proposed["deserved"] = {"nvidia.com/gpu": max(num(deserved), math.ceil(p95))}
+                new_cap = max(math.ceil(cap * 1.5), floor)
+                proposed = QueueProposed(
+                    capability={GPU: new_cap},
+                    deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
+                ).to_dict()
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"],
+                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
-                    current={"capability": {"nvidia.com/gpu": cap}}, proposed=proposed,
+                    current={"capability": {GPU: cap}}, proposed=proposed,
                     monthly_savings_usd=0.0, confidence=0.5,
                     evidence={"pending_p95_s": q.get("pending_p95_s"), "capability_gpu": cap,
-                              "allocated_gpu_max": peak, "pending_pods": q.get("pending_pods")},
-                    target={"kind": "Queue", "name": q["queue"]},
+                              "allocated_gpu_max": peak, "pending_pods": q.get("pending_pods"),
+                              **floor_evidence(q, floor)},
+                    target=QueueTarget(q["queue"]).to_dict(),
                 ))
         return out
+
+
+def floor_evidence(q: dict[str, Any], floor: int) -> dict[str, Any]:
+    return {"floor_gpus": floor, "largest_pod_gpus": num(q.get("largest_pod_gpus")),
+            "largest_gang_gpus": num(q.get("largest_gang_gpus")),
+            "floor_reason": "never below the largest GPU need of one pod or one gang (PodGroup minResources, "
+                            "Job minAvailable) among the queue's running, pending and recent work"}

@@ -10,12 +10,38 @@ on average; the whole gang's for RestartJob).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import Recommendation, Rule, Setting
-from gpuinsight.rules.common import evidence_confidence, monthly, num, rows, window_hours, workload_ref
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.common import (
+    FULL_CONFIDENCE,
+    evidence_confidence,
+    monthly,
+    num,
+    window_hours,
+    workload_ref,
+)
+from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.typed import DNS_NAME, Schema, WorkloadTarget, list_of, number, optional, spec, text
+
+
+def _type_name(value: Any, where: str) -> None:
+    if value is not None:
+        text()(value, where)
+
+
+@dataclass
+class SpotProposed(Schema):
+    node_pool: str = spec(text(DNS_NAME))
+    capacity_type: str = spec(text(choices=("spot",)), "spot")
+    from_node_pool: str | None = spec(optional(text()), None)
+    node_pool_kind: str = spec(text(choices=("karpenter", "eks-nodegroup")), "karpenter")
+    instance_types: list[str | None] = spec(list_of(_type_name), [])
+    gpu_model: str | None = spec(optional(text()), None)
+    usd_per_gpu_hour: float = spec(number, 0.0)
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -31,20 +57,25 @@ class SpotRule(Rule):
         Setting("max_task_hours", 4.0, "Jobs qualify when their p90 task runtime is at most this."),
         Setting("min_finished_tasks", 3, "Finished tasks needed to trust the runtime distribution."),
         Setting("min_replicas_for_services", 2, "Services need at least this many replicas and a PDB."),
-        Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
+        FULL_CONFIDENCE,
     )
+    kinds = (FindingKind("spot", "gpuinsight.actions.builders.spot", SpotProposed, WorkloadTarget, "price_difference"),)
 
-    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any]) -> list[Recommendation]:
-        controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in rows(frames.get("disruption_controls"))}
-        prices = {p["instance_type"]: p for p in rows(frames.get("instance_prices"))}
-        pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in rows(frames.get("nodes_current"))}
+    def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+                 ctx: PlanContext) -> list[Recommendation]:
+        controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in ctx.rows(frames, "disruption_controls")}
+        prices = {p["instance_type"]: p for p in ctx.rows(frames, "instance_prices")}
+        pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in ctx.rows(frames, "nodes_current")}
         out = []
-        for r in rows(frames.get("workload_gpu_profile")):
+        for r in ctx.rows(frames, "workload_gpu_profile"):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("capacity_type") != "on-demand" or not hours:
                 continue
+            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+                continue  # already reclaimed or consolidated in this plan
             c = controls.get((r["cluster"], r["namespace"], r["workload"]), {})
-            why, restart = tolerance(r, c, settings)
+            production, production_reason = ctx.is_production(r)
+            why, restart = tolerance(r, c, settings, production)
             if why is None:
                 continue
             price = prices.get(r.get("instance_type") or "")
@@ -63,19 +94,23 @@ class SpotRule(Rule):
             saving = (od - spot) * gpu_hours_month - spot * rework_gpu_hours
             if saving <= 0:
                 continue
+            rid = stable_id("spot", r["namespace"], r["workload"], None, None)
+            granted = ctx.claim_price_difference(rid, r, frames, (od - spot) / od if od else 0.0)
+            saving = min(saving, monthly(granted))
+            if saving <= 0:
+                continue
             conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"])
             pool = r.get("node_pool") or "gpu"
             out.append(Recommendation(
-                rule="spot",
+                rule="spot", id=rid,
                 namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
                 title=(f"{r['namespace']}/{r['workload']} tolerates interruption ({why}) but runs on on-demand "
                        f"{r.get('instance_type')}: move it to spot"),
                 current={"capacity_type": "on-demand", "node_pool": r.get("node_pool"),
                          "usd_per_gpu_hour": round(od, 4)},
-                proposed={"capacity_type": "spot", "node_pool": spot_pool_name(pool), "from_node_pool": r.get("node_pool"),
-                          "node_pool_kind": pool_kinds.get(r.get("node_pool")) or "karpenter",
-                          "instance_types": [r.get("instance_type")], "gpu_model": r.get("gpu_model"),
-                          "usd_per_gpu_hour": round(spot, 4)},
+                proposed=SpotProposed(spot_pool_name(pool), "spot", r.get("node_pool"),
+                                      pool_kinds.get(r.get("node_pool")) or "karpenter", [r.get("instance_type")],
+                                      r.get("gpu_model"), round(spot, 4)).to_dict(),
                 monthly_savings_usd=saving,
                 confidence=conf * (0.75 if assumed else 1.0),
                 evidence={
@@ -90,8 +125,9 @@ class SpotRule(Rule):
                     "on_demand_usd_per_gpu_hour": round(od, 4),
                     "spot_usd_per_gpu_hour": round(spot, 4),
                     "spot_price_assumed": assumed,
+                    "production": production, "production_reason": production_reason,
                 },
-                target=workload_ref(r),
+                target=WorkloadTarget(**workload_ref(r)).to_dict(),
             ))
         return out
 
@@ -120,7 +156,8 @@ def _policies(c: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any]) -> tuple[str | None, str | None]:
+def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any],
+              production: bool) -> tuple[str | None, str | None]:
     """Why the workload tolerates interruption, and its restart action; (None, None) if not."""
     if r.get("workload_kind") == "VolcanoJob":
         restarts = [p for p in _policies(c) if p.get("action") in RESTARTS
@@ -133,7 +170,7 @@ def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any]) ->
             return None, None
         action = restarts[0]["action"]
         return f"Volcano Job restarts on eviction ({action}, maxRetry {int(num(c.get('max_retry'), 3))})", action
-    if r.get("workload_kind") in ("Deployment", "ReplicaSet") and not r.get("production"):
+    if r.get("workload_kind") in ("Deployment", "ReplicaSet") and not production:
         replicas = round(num(r.get("avg_gpus_held")) / max(num(r.get("gpus_per_pod"), 1), 1e-9))
         if replicas >= settings["min_replicas_for_services"] and has_pdb(c):
             return f"{replicas} replicas behind a PodDisruptionBudget", "RestartPod"

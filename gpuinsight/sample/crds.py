@@ -106,7 +106,7 @@ def podgroup_objects(s: Snapshot) -> list[dict[str, Any]]:
     for i, wl in enumerate(s.workloads):
         wd = WORKLOADS[wl["template"]]
         pods = by.get(i, [])
-        if not pods:
+        if not pods or wd.kind == "RayCluster":  # KubeRay clusters here do not use Volcano
             continue
         created = min(p["created_s"] for p in pods) - 1 if wd.lifecycle == "nightly" else wl["created_s"] + 1
         running = [p for p in pods if not s.completed(p)]

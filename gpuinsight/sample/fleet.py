@@ -14,6 +14,8 @@ import numpy as np
 import polars as pl
 
 from .spec import (
+    BASE_NODE_COUNT,
+    BASE_WORKLOAD_COUNT,
     GAP_LEN_S,
     GAP_NODE,
     GAP_START_H,
@@ -140,23 +142,41 @@ class _Builder:
     # ------------------------------------------------------------------ one cell
     def add_cell(self, cell: int) -> None:
         sp = self.spec
-        rng = np.random.default_rng([sp.seed, cell])
-        sfx = cell_suffix(cell)
-        node_uids = uuids(rng, len(NODES))
-        exporters = rand_str(rng, len(NODES), 5)
         node_rows: dict[str, int] = {}
         gpu_rows: dict[str, list[int]] = {}
-        for i, nd in enumerate(NODES):
+        # the nodes and workloads added later (KubeRay, scale-to-zero) draw from a generator of
+        # their own, so the first ones keep the facts they always had
+        for rng, nodes, workloads in (
+                (np.random.default_rng([sp.seed, cell]), range(BASE_NODE_COUNT), range(BASE_WORKLOAD_COUNT)),
+                (np.random.default_rng([sp.seed, cell, 14]), range(BASE_NODE_COUNT, len(NODES)),
+                 range(BASE_WORKLOAD_COUNT, len(WORKLOADS)))):
+            self._add_nodes(cell, rng, nodes, node_rows, gpu_rows)
+            for t in workloads:
+                self._add_workload(cell, t, WORKLOADS[t], cell_suffix(cell), rng, node_rows, gpu_rows)
+            n_new = self.n_pods - len(self.pod_uids)
+            self.pod_uids.extend(uuids(rng, n_new))
+            ids = rng.bytes(32 * n_new).hex()
+            self.container_ids.extend(ids[i:i + 64] for i in range(0, 64 * n_new, 64))
+        self.dev_offsets.append(len(self.devices["cell"]))
+
+    def _add_nodes(self, cell: int, rng: np.random.Generator, which: range, node_rows: dict[str, int],
+                   gpu_rows: dict[str, list[int]]) -> None:
+        sp = self.spec
+        sfx = cell_suffix(cell)
+        node_uids = uuids(rng, len(which))
+        exporters = rand_str(rng, len(which), 5)
+        for j, i in enumerate(which):
+            nd = NODES[i]
             it = INSTANCE_TYPES[nd.instance_type]
             row = self._add(
                 self.nodes, cell=cell, template=i, name=nd.name + sfx, pool=nd.pool, pool_kind=nd.pool_kind,
                 instance_type=nd.instance_type, capacity_type=nd.capacity_type, zone=nd.zone,
                 hostname_label=nd.hostname_label, honor_labels=nd.honor_labels, driver=nd.driver, mig=nd.mig,
-                gpu_count=it.gpu_count, gpu_model=it.gpu_model, uid=node_uids[i],
+                gpu_count=it.gpu_count, gpu_model=it.gpu_model, uid=node_uids[j],
                 internal_ip=f"10.{20 + cell // 200}.{cell % 200}.{10 + i}",
                 instance_id="i-0" + rng.bytes(8).hex()[:16],
                 created_s=sp.start_s - int(rng.integers(12 * 86400, 40 * 86400)),
-                exporter_pod=f"dcgm-exporter-{exporters[i]}",
+                exporter_pod=f"dcgm-exporter-{exporters[j]}",
                 exporter_ip=f"10.{100 + i}.{cell % 250}.{2 + cell // 250}",
                 nodeclaim=f"{nd.pool}-{rand_str(rng, 1, 5)[0]}" if nd.pool_kind == "karpenter" else "",
             )
@@ -176,13 +196,6 @@ class _Builder:
                     gap=nd.name == GAP_NODE,
                 ))
             gpu_rows[nd.name] = rows
-        for t, wd in enumerate(WORKLOADS):
-            self._add_workload(cell, t, wd, sfx, rng, node_rows, gpu_rows)
-        n_new = self.n_pods - len(self.pod_uids)
-        self.pod_uids.extend(uuids(rng, n_new))
-        ids = rng.bytes(32 * n_new).hex()
-        self.container_ids.extend(ids[i:i + 64] for i in range(0, 64 * n_new, 64))
-        self.dev_offsets.append(len(self.devices["cell"]))
 
     def _add_workload(self, cell: int, t: int, wd, sfx: str, rng: np.random.Generator,
                       node_rows: dict[str, int], gpu_rows: dict[str, list[int]]) -> None:
@@ -195,6 +208,9 @@ class _Builder:
             owner_kind, owner_name, pg = "ReplicaSet", f"{name}-{rs_hash}", f"podgroup-{owner_uid}"
         elif wd.kind == "StatefulSet":
             owner_kind, owner_name, owner_uid, pg = "StatefulSet", name, wl_uid, f"podgroup-{wl_uid}"
+        elif wd.kind == "RayCluster":  # every group of one cluster has the same owner
+            owner_kind, owner_name, pg = "RayCluster", name, ""
+            owner_uid = uuids(np.random.default_rng([self.spec.seed, cell, *name.encode()]), 1)[0]
         else:
             owner_kind, owner_name, owner_uid, pg = "Job", name, wl_uid, f"{name}-{wl_uid}"
         wl = self._add(
@@ -210,6 +226,9 @@ class _Builder:
                 pod_name = f"{owner_name}-{pod_suffixes[r]}"
             elif wd.kind == "StatefulSet":
                 pod_name = f"{name}-{r}"
+            elif wd.kind == "RayCluster":  # KubeRay: <cluster>-head-<x>, <cluster>-<group>-worker-<x>
+                kind = "head" if wd.ray_group == "headgroup" else f"{wd.ray_group}-worker"
+                pod_name = f"{name}-{kind}-{pod_suffixes[r]}"
             else:
                 pod_name = f"{name}-{wd.task}-{r}"
             self._add_pods(cell, t, wl, wd, pod_name, r, nrow, devs, self._lifecycle(wd.lifecycle, created, rng))

@@ -21,7 +21,8 @@ KSM_NODE_LABELS = ("node.kubernetes.io/instance-type", "karpenter.sh/capacity-ty
                    "eks.amazonaws.com/capacityType", "eks.amazonaws.com/nodegroup", "nvidia.com/gpu.product",
                    "nvidia.com/gpu.count", "nvidia.com/mig.config", "nvidia.com/mig.strategy",
                    "topology.kubernetes.io/zone")
-KSM_POD_LABELS = ("app", "env", "volcano.sh/job-name", "volcano.sh/queue-name")
+KSM_POD_LABELS = ("app", "env", "volcano.sh/job-name", "volcano.sh/queue-name", "ray.io/cluster", "ray.io/group",
+                  "ray.io/node-type")
 KSM_POD_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name")
 
 
@@ -126,6 +127,8 @@ def wdef(pod: dict[str, Any]) -> WorkloadDef:
 
 def pod_labels(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, str]:
     wd = wdef(pod)
+    if wd.kind == "RayCluster":
+        return ray_pod_labels(wd, wl)
     labels = {"app": wl["name"]}
     if wd.env:
         labels["env"] = wd.env
@@ -142,8 +145,22 @@ def pod_labels(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, str]:
     return dict(sorted(labels.items()))
 
 
+def ray_pod_labels(wd: WorkloadDef, wl: dict[str, Any]) -> dict[str, str]:
+    """The labels KubeRay puts on the pods of a RayCluster (utils/constant.go)."""
+    head = wd.ray_group == "headgroup"
+    origin = ("RayJob", wd.ray_job) if wd.ray_job else ("RayCluster", wl["name"])
+    labels = {"app.kubernetes.io/created-by": "kuberay-operator", "app.kubernetes.io/name": "kuberay",
+              "ray.io/cluster": wl["name"], "ray.io/group": wd.ray_group, "ray.io/identifier":
+              f"{wl['name']}-{'head' if head else 'worker'}", "ray.io/is-ray-node": "yes",
+              "ray.io/node-type": "head" if head else "worker", "ray.io/originated-from-cr-name": origin[1],
+              "ray.io/originated-from-crd": origin[0]}
+    return dict(sorted(labels.items()))
+
+
 def pod_annotations(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, str]:
     wd = wdef(pod)
+    if wd.kind == "RayCluster":  # not scheduled by Volcano: no PodGroup, no queue
+        return {"ray.io/ft-enabled": "false"}
     ann = {"scheduling.k8s.io/group-name": wl["podgroup"]}
     if wd.kind == "VolcanoJob":
         ann.update({"volcano.sh/job-name": wl["name"], "volcano.sh/job-version": "0",
@@ -162,7 +179,8 @@ def pod_resources(wd: WorkloadDef) -> tuple[dict[str, str], dict[str, str]]:
 
 def pod_owner(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, Any]:
     wd = wdef(pod)
-    api = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "VolcanoJob": "batch.volcano.sh/v1alpha1"}
+    api = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "VolcanoJob": "batch.volcano.sh/v1alpha1",
+           "RayCluster": "ray.io/v1"}
     return {"apiVersion": api[wd.kind], "kind": wl["owner_kind"], "name": wl["owner_name"],
             "uid": wl["owner_uid"], "controller": True, "blockOwnerDeletion": True}
 

@@ -1,7 +1,8 @@
 """Write the fleet's end-of-window state as `kubectl get ... -o json` dumps.
 
 Files: nodes.json, pods.json, events.json (the last hour, as the API server keeps them),
-queues.json, podgroups.json, vcjobs.json, nodepools.json, pdbs.json.  Keys are sorted and
+queues.json, podgroups.json, vcjobs.json, nodepools.json, pdbs.json, rayclusters.json, rayjobs.json,
+scaledobjects.json.  Keys are sorted and
 indented by four spaces, as kubectl prints unstructured objects.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from . import k8s
 from .crds import nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
 from .fleet import Fleet
+from .kuberay import raycluster_objects, rayjob_objects, scaledobject_objects
 from .spec import WORKLOADS
 
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
@@ -90,10 +92,13 @@ def pod_object(s: Snapshot, p: dict[str, Any]) -> dict[str, Any]:
     }
     if wd.kind == "Deployment":
         meta["generateName"] = f"{wl['owner_name']}-"
+    elif wd.kind == "RayCluster":
+        meta["generateName"] = p["name"][:-5]
     spec: dict[str, Any] = {
         "containers": [container_spec(wd, vol)], "dnsPolicy": "ClusterFirst", "enableServiceLinks": True,
         "nodeName": p["node"], "preemptionPolicy": "PreemptLowerPriority", "priority": k8s.priority(wd),
-        "restartPolicy": "Always" if wd.kind != "VolcanoJob" else "Never", "schedulerName": "volcano",
+        "restartPolicy": "Always" if wd.kind != "VolcanoJob" else "Never",
+        "schedulerName": "default-scheduler" if wd.kind == "RayCluster" else "volcano",
         "securityContext": {}, "serviceAccount": "default", "serviceAccountName": "default",
         "terminationGracePeriodSeconds": 30, "tolerations": TOLERATIONS,
         "volumes": [{"name": vol, "projected": {"defaultMode": 420, "sources": [
@@ -283,4 +288,7 @@ def write_kubectl_dumps(fleet: Fleet, directory: str | Path) -> Path:
     _dump(d / "nodepools.json", nodepool_objects(s))
     _dump(d / "pdbs.json", pdb_objects(s))
     _dump(d / "events.json", event_objects(s, pods, jobs))
+    _dump(d / "rayclusters.json", raycluster_objects(s))
+    _dump(d / "rayjobs.json", rayjob_objects(s))
+    _dump(d / "scaledobjects.json", scaledobject_objects(s))
     return d

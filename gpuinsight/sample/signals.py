@@ -19,7 +19,8 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _PARAMS = ("gr_base", "gr_amp", "gr_peak_h", "gr_smooth", "gr_white", "gr_lo", "gr_hi", "sm_ratio",
-           "fb_base", "fb_smooth", "fb_white", "fb_lo", "fb_hi", "burst_p", "burst_lo", "burst_hi")
+           "fb_base", "fb_smooth", "fb_white", "fb_lo", "fb_hi", "burst_p", "burst_lo", "burst_hi",
+           "quiet_from_h", "quiet_to_h", "quiet_days", "quiet_after_h")
 _PROFILES: list[Profile] = [w.profile for w in WORKLOADS] + [IDLE]
 _TABLE = {p: np.array([getattr(pr, p) for pr in _PROFILES], dtype=np.float64) for p in _PARAMS}
 IDLE_PROFILE = len(WORKLOADS)
@@ -111,6 +112,10 @@ def cell_values(fleet: Fleet, c0: int, c1: int, k0: int, k1: int) -> Values:
         burst = (ub < par["burst_p"]) & (((k * sp.interval_s) % _KNOT_S) < _KNOT_S // 2)[None, :]
         gr = np.where(burst, level + 0.04 * _white(seed, 4, dev, k), gr)
         lo, hi = np.where(burst, 0.0, lo), np.where(burst, 1.0, hi)
+    quiet = _quiet(par, sp.start_s, sp.interval_s, k)
+    if quiet is not None:  # the GPU does nothing: a loaded model or context, no work
+        gr = np.where(quiet, 0.001 + 0.0008 * _white(seed, 10, dev, k), gr)
+        lo, hi = np.where(quiet, 0.0, lo), np.where(quiet, 1.0, hi)
     gr = np.round(np.clip(gr, lo, hi), 4)
     sm = np.round(np.clip(gr * par["sm_ratio"] * (1.0 + 0.04 * _white(seed, 5, dev, k)), 0.0, 1.0), 4)
     fb = np.round(np.clip(par["fb_base"] + par["fb_smooth"] * _smooth(seed, 6, dev, k, knot)
@@ -132,6 +137,20 @@ def cell_values(fleet: Fleet, c0: int, c1: int, k0: int, k1: int) -> Values:
         noise[grp] = noise[grp[:, :1]]
     power = np.round(idle_w + (max_w - idle_w) * x + 0.006 * max_w * noise, 1)
     return Values(d0, k0, holder, fleet.gap_mask(c0, c1, k0, k1), gr, sm, util, fb, fb_free, power)
+
+
+def _quiet(par: dict[str, np.ndarray], start_s: int, interval_s: int, k: np.ndarray) -> np.ndarray | None:
+    """Where a profile's quiet window, weekdays or end applies (None when no profile has any)."""
+    qf, qt, days, after = par["quiet_from_h"], par["quiet_to_h"], par["quiet_days"], par["quiet_after_h"]
+    if not ((qf != qt).any() or (days > 0).any() or np.isfinite(after).any()):
+        return None
+    t = start_s + k * interval_s
+    hour = ((t % 86400) / 3600.0)[None, :]
+    weekday = ((t // 86400 + 3) % 7)[None, :]  # 1970-01-01 was a Thursday; Monday = 0
+    daily = np.where(qf <= qt, (hour >= qf) & (hour < qt), (hour >= qf) | (hour < qt)) & (qf != qt)
+    weekly = ((days.astype(np.int64) >> weekday) & 1) == 1
+    ended = ((k * interval_s) / 3600.0)[None, :] >= after
+    return daily | weekly | ended
 
 
 def cell_blocks(fleet: Fleet, steps: int, budget: int = 2_000_000) -> list[tuple[int, int]]:

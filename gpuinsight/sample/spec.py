@@ -99,7 +99,16 @@ NODES: tuple[NodeDef, ...] = (
     NodeDef("l4-spot-1", "gpu-l4-spot", "karpenter", "g6.12xlarge", "spot", "us-east-1b",
             "hostname", False, "535.216.03"),
 )
-GPUS_PER_CELL = sum(INSTANCE_TYPES[n.instance_type].gpu_count for n in NODES)  # 51
+# KubeRay clusters (pool gpu-l4-ray) and the services that sleep at night (EKS group gpu-l4-od).
+# Their random facts come from a generator of their own, so the nodes above keep theirs.
+BASE_NODE_COUNT = len(NODES)
+NODES += (
+    *(NodeDef(f"ray-l4-{i}", "gpu-l4-ray", "karpenter", "g6.12xlarge", "on-demand", "us-east-1b",
+              "hostname", True, "535.216.03") for i in range(1, 4)),
+    *(NodeDef(f"l4-od-{i}", "gpu-l4-od", "eks", "g6.xlarge", "on-demand", "us-east-1b",
+              "hostname", True, "535.216.03") for i in range(7, 10)),
+)
+GPUS_PER_CELL = sum(INSTANCE_TYPES[n.instance_type].gpu_count for n in NODES)  # 66
 
 # Karpenter NodePool facts: pool -> (instance type, capacity type, zone, consolidation, after)
 NODE_POOLS: dict[str, tuple[str, str, str, str, str]] = {
@@ -108,6 +117,7 @@ NODE_POOLS: dict[str, tuple[str, str, str, str, str]] = {
     "gpu-h100-mig": ("p5.4xlarge", "on-demand", "us-east-1a", "WhenEmpty", "1h"),
     "gpu-l4-spot": ("g6.12xlarge", "spot", "us-east-1b", "WhenEmpty", "Never"),
 }
+NODE_POOLS["gpu-l4-ray"] = ("g6.12xlarge", "on-demand", "us-east-1b", "WhenEmpty", "30m")
 EKS_NODEGROUP = "gpu-l4-od"
 
 # --------------------------------------------------------------------------- queues
@@ -152,6 +162,13 @@ class Profile:
     burst_p: float = 0.0  # probability that a 30-minute block is a burst (notebook cell run)
     burst_lo: float = 0.0
     burst_hi: float = 0.0
+    # quiet: the GPU does nothing (GR about 0.001) in a daily UTC window [quiet_from_h, quiet_to_h)
+    # (wrapping midnight; equal = never), on the UTC weekdays of the quiet_days bitmask (Monday =
+    # 1), and from quiet_after_h hours after the window start on (a job that ended)
+    quiet_from_h: float = 0.0
+    quiet_to_h: float = 0.0
+    quiet_days: int = 0
+    quiet_after_h: float = float("inf")
 
 
 IDLE = Profile(0.0)
@@ -178,6 +195,10 @@ class WorkloadDef:
     app: str = ""
     age_days: float = 5.0
     pdb: dict[str, int] = field(default_factory=dict)
+    # KubeRay: the pods of a RayCluster group (name = the RayCluster); "headgroup" is the head
+    ray_group: str = ""
+    ray_job: str = ""  # the RayJob that created the RayCluster, if any
+    scaled_object: bool = False  # KEDA already scales it (scaledobjects.json)
 
     @property
     def production(self) -> bool:
@@ -194,6 +215,11 @@ class WorkloadDef:
     @property
     def container_name(self) -> str:
         return self.container or self.name
+
+    @property
+    def finding_workload(self) -> str:
+        """The workload a finding names: the RayJob for its cluster, else the workload itself."""
+        return self.ray_job or self.name
 
     @property
     def gpus_per_pod(self) -> int:
@@ -262,6 +288,49 @@ WORKLOADS: tuple[WorkloadDef, ...] = (
                 Profile(0.85, 0, 0, 0.03, 0.015, 0.75, 0.95, 0.85, 17000, 1200, 200, 14500, 19500),
                 lifecycle="nightly", task="eval", image="registry.example.com/eval/harness:0.9.7", container="eval", cpu="10",
                 memory="40Gi", age_days=0.0),
+)
+
+# KubeRay (ml-platform) and scale-to-zero (ml-demo, prod-assist) workloads, issue 14
+WEEKEND = 32 | 64  # Saturday and Sunday (Monday = 1)
+_QUIET_NIGHT = dict(quiet_from_h=19.0, quiet_to_h=7.0, quiet_days=WEEKEND)
+
+
+def _serving(ns: str, name: str, node: str, **extra: object) -> WorkloadDef:
+    """A small inference service busy on weekdays 07:00-19:00 UTC and idle otherwise."""
+    return WorkloadDef(ns, name, "Deployment", "inference", ((node, (0,)),),
+                       Profile(0.42, 0.18, 13.0, 0.05, 0.03, 0.2, 0.85, 0.8, 9200, 150, 40, 8900, 9500, **_QUIET_NIGHT),
+                       image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="4", memory="16Gi", age_days=20.0,
+                       **extra)  # type: ignore[arg-type]
+
+
+def _ray(name: str, group: str, node: str, slots: tuple[int, ...], profile: Profile, **extra: object) -> WorkloadDef:
+    head = group == "headgroup"
+    return WorkloadDef("ml-platform", name, "RayCluster", "", tuple((node, (s,)) for s in slots), profile,
+                       ray_group=group, image="rayproject/ray:2.52.0-gpu", container="ray-head" if head else "ray-worker",
+                       cpu="8", memory="32Gi", age_days=extra.pop("age_days", 9.0), **extra)  # type: ignore[arg-type]
+
+
+BASE_WORKLOAD_COUNT = len(WORKLOADS)
+RAY_JOB_END_H = 3.0 + 10 / 60  # nightly-embed finished at 03:10 UTC on the first day
+WORKLOADS += (
+    # batch inference every night 02:00-04:00; the autoscaler is on, but minReplicas 4 keeps all four
+    _ray("batch-infer", "gpu-workers", "ray-l4-1", (0, 1, 2, 3),
+         Profile(0.85, 0, 0, 0.03, 0.015, 0.7, 0.95, 0.8, 15000, 800, 100, 13500, 16500, quiet_from_h=4.0,
+                 quiet_to_h=2.0), planted="ray"),
+    # fine-tuning: three busy workers, and a head that holds a GPU it never uses
+    _ray("llm-finetune", "headgroup", "ray-l4-2", (0,),
+         Profile(0.001, 0, 0, 0.0, 0.0008, 0.0, 0.004, 0.8, 1200, 20, 5, 1150, 1250), planted="ray"),
+    _ray("llm-finetune", "trainers", "ray-l4-2", (1, 2, 3),
+         Profile(0.82, 0, 0, 0.03, 0.015, 0.7, 0.95, 0.82, 19000, 600, 100, 17500, 20500)),
+    # a RayJob that finished at 03:10 on the first day; without shutdownAfterJobFinishes its cluster stays
+    _ray("nightly-embed-tmq6z", "gpu", "ray-l4-3", (0, 1, 2, 3),
+         Profile(0.8, 0, 0, 0.03, 0.015, 0.65, 0.95, 0.8, 14000, 500, 100, 13000, 15000,
+                 quiet_after_h=RAY_JOB_END_H), planted="ray", ray_job="nightly-embed", age_days=0.0),
+    # inference that sleeps on nights and weekends: a demo service (planted), a production one (left
+    # alone: cold starts would hit its first requests), one KEDA already scales (left alone)
+    _serving("ml-demo", "summarizer-preview", "l4-od-7", planted="scale_to_zero"),
+    _serving("prod-assist", "chat-router", "l4-od-8"),
+    _serving("ml-demo", "translate-preview", "l4-od-9", scaled_object=True),
 )
 
 # Restart cadence of `restart` workloads and the nightly window (UTC hours) of `nightly` ones.

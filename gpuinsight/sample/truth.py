@@ -78,6 +78,95 @@ def _observed(fleet: Fleet) -> dict[int, dict[str, Any]]:
             for r in stats.iter_rows(named=True)}
 
 
+def _finding_workload(wl: dict[str, Any]) -> str:
+    """The workload a finding names: a RayJob's cluster is named after its job."""
+    wd = WORKLOADS[wl["template"]]
+    return wd.ray_job + cell_suffix(wl["cell"]) if wd.ray_job else wl["name"]
+
+
+def _hourly_activity(fleet: Fleet) -> dict[int, list[tuple[float, float]]]:
+    """Per workload row: (max, mean) GR activity of its GPUs in each clock hour of the window,
+    for the hours it held its GPUs throughout (the KubeRay and scale-to-zero workloads only:
+    they hold their GPUs from before the window to its end)."""
+    sp = fleet.spec
+    per_hour = 3600 // sp.interval_s
+    wanted = {i for i, t in enumerate(fleet.workloads["template"].to_list())
+              if WORKLOADS[t].planted in ("ray", "scale_to_zero")}
+    pod_wl = fleet.pods["workload"].to_numpy()
+    out: dict[int, list[tuple[float, float]]] = {}
+    for c0, c1 in cell_blocks(fleet, sp.steps):
+        v = cell_values(fleet, c0, c1, 0, sp.steps)
+        for wl in wanted:
+            rows = np.flatnonzero((v.holder >= 0).all(axis=1) & (pod_wl[np.maximum(v.holder[:, 0], 0)] == wl))
+            if not rows.size:
+                continue
+            gr = v.gr[rows][:, : sp.steps // per_hour * per_hour].reshape(len(rows), -1, per_hour)
+            out[wl] = [(float(gr[:, h].max()), float(gr[:, h].mean())) for h in range(gr.shape[1])]
+    return out
+
+
+def _runs(flags: list[bool]) -> list[tuple[int, int]]:
+    """(first hour, length) of each run of True."""
+    out: list[tuple[int, int]] = []
+    for h, idle in enumerate(flags):
+        if idle and out and out[-1][0] + out[-1][1] == h:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        elif idle:
+            out.append((h, 1))
+    return out
+
+
+# what the sample's findings of issue 14 are worth, from the generated activity (an hour is idle
+# when no step in it is above 1 % GR; docs/rules.md, ray and scale_to_zero)
+IDLE_LEVEL, ACTIVE_LEVEL = 0.01, 0.05
+STZ_MIN_STRETCH_H, STZ_COOLDOWN_H = 4, 0.5
+RAY_MIN_STRETCH_H, RAY_DEFAULT_IDLE_TIMEOUT_H, RAY_JOB_TTL_S = 2, 60 / 3600, 300
+
+
+def issue14_finding(fleet: Fleet, wl: dict[str, Any], wd: Any, hours: list[tuple[float, float]],
+                    usd_per_hour: float) -> dict[str, Any]:
+    """Expected saving of a planted ray / scale_to_zero finding (``usd_per_hour``: the GPUs held)."""
+    sp = fleet.spec
+    window_h = (sp.end_s - sp.start_s) / 3600.0
+    month = HOURS_PER_MONTH / window_h
+    idle = [mx <= IDLE_LEVEL for mx, _ in hours]
+    if wd.ray_job:
+        from .spec import RAY_JOB_END_H
+
+        first_post = int(np.ceil(RAY_JOB_END_H))
+        kept = max(0, int(np.ceil((RAY_JOB_END_H * 3600 + RAY_JOB_TTL_S - first_post * 3600) / 3600)))
+        post = len(hours) - first_post - kept
+        return {"monthly_savings_usd": _r(usd_per_hour * post * month, 2),
+                "proposed": {"change": "job_cleanup", "shutdown_after_finish": True, "ttl_after_finish_s": RAY_JOB_TTL_S},
+                "basis": f"RayJob {wd.ray_job} ended at {RAY_JOB_END_H:.2f} h; its cluster's GPUs held {post} whole "
+                         "hours after it: shutdownAfterJobFinishes with a 300 s TTL frees them"}
+    if wd.ray_group == "headgroup":
+        return {"monthly_savings_usd": _r(usd_per_hour * HOURS_PER_MONTH, 2),
+                "proposed": {"change": "head_gpus", "head_gpus": 0},
+                "basis": "the head's idle GPU is given back (num-gpus 0; Ray work runs on the workers)"}
+    if wd.kind == "RayCluster":
+        stretches = [(h, n) for h, n in _runs(idle) if n >= RAY_MIN_STRETCH_H]
+        at_zero = sum(n - RAY_DEFAULT_IDLE_TIMEOUT_H for _, n in stretches)
+        return {"monthly_savings_usd": _r(usd_per_hour * at_zero * month, 2),
+                "proposed": {"change": "worker_min_replicas", "min_replicas": 0},
+                "basis": f"all {len(wd.pods)} GPU workers idle in stretches of {[n for _, n in stretches]} h; "
+                         "minReplicas 0 lets the autoscaler (60 s idle timeout) remove them"}
+    # scale_to_zero: busy UTC hours that recur on two days or more get a cron trigger
+    days = max(1, len(hours) // 24)
+    active = [mean > ACTIVE_LEVEL for _, mean in hours]
+    recurring = {h for h in range(24) if sum(active[d * 24 + h] for d in range(len(hours) // 24)) >= max(2, days / 2)}
+    cron = {(h + d) % 24 for h in recurring for d in (-1, 0, 1)}
+    stretches = [(h, n) for h, n in _runs(idle) if n >= STZ_MIN_STRETCH_H]
+    at_zero = sum(max(0.0, sum((h + i) % 24 not in cron for i in range(n)) - STZ_COOLDOWN_H) for h, n in stretches)
+    woke = sum(h + n < len(hours) for h, n in stretches)
+    return {"monthly_savings_usd": _r(usd_per_hour * at_zero * month, 2),
+            "proposed": {"replicas_when_idle": 0, "replicas_when_active": len(wd.pods)},
+            "evidence": {"idle_stretches_h": [n for _, n in stretches], "hours_at_zero": at_zero,
+                         "expected_cold_starts_per_day": _r(woke / days, 2)},
+            "basis": f"idle {[n for _, n in stretches]} h in stretches of {STZ_MIN_STRETCH_H} h or more (nights, the "
+                     "weekend); KEDA keeps it at zero after a 30-minute cooldown"}
+
+
 def _allocations(fleet: Fleet) -> dict[int, dict[str, float]]:
     """Exact allocated hours per workload row from the pod timeline (start .. completion, clipped)."""
     sp = fleet.spec
@@ -111,6 +200,8 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
     observed = _observed(fleet)
     wls = fleet.workloads.to_dicts()
     workloads, findings, clean = [], [], []
+    hourly = _hourly_activity(fleet)
+    planted_names = {(wl["namespace"], _finding_workload(wl)) for wl in wls if WORKLOADS[wl["template"]].planted}
     queue_hours: dict[str, float] = defaultdict(float)
     groups: dict[tuple[int, str], list[int]] = defaultdict(list)
     for i, wl in enumerate(wls):
@@ -125,7 +216,7 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
         queue_hours[wl["queue"]] += gpu_h + slice_h
         entry = {
             "namespace": wl["namespace"], "workload": wl["name"], "workload_kind": wd.kind, "cell": wl["cell"],
-            "queue": wl["queue"], "production": wd.production, "env": wd.env or None,
+            "queue": wl["queue"] or None, "production": wd.production, "env": wd.env or None,
             "priority_class": wd.priority_class or None, "gpu_model": price["gpu_model"],
             "node_pool": price["node_pool"], "capacity_type": price["capacity_type"], "nodes": nodes,
             "resource": wd.resource, "gpus_per_pod": wd.gpus_per_pod, "replicas": len(wd.pods),
@@ -137,14 +228,17 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
             "allocated_cost_usd": _r((gpu_h + slice_h) * price["gpu_hourly_usd"], 4),
             "planted_finding": wd.planted, "observed": observed.get(i, {}),
         }
+        if wd.ray_group:
+            entry["ray_group"] = wd.ray_group
         workloads.append(entry)
         if wd.planted is None:
-            clean.append({"namespace": wl["namespace"], "workload": wl["name"], "cell": wl["cell"]})
+            if (wl["namespace"], _finding_workload(wl)) not in planted_names:  # a Ray cluster is one workload
+                clean.append({"namespace": wl["namespace"], "workload": wl["name"], "cell": wl["cell"]})
             continue
         gpu_price = price["gpu_hourly_usd"] * HOURS_PER_MONTH
         gpus = wd.gpus_per_pod * len(wd.pods)
         f = {"rule": wd.planted, "namespace": wl["namespace"], "workload": wl["name"], "node": nodes[0],
-             "queue": wl["queue"], "cell": wl["cell"]}
+             "queue": wl["queue"] or None, "cell": wl["cell"]}
         if wd.planted == "mig":
             f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - 1 / MIG_INSTANCES), 2),
                      proposed={"mig_profile": MIG_PROFILE},
@@ -155,6 +249,9 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
             f.update(monthly_savings_usd=_r(price["hourly_usd"] * HOURS_PER_MONTH, 2),
                      proposed={"move_to_node": "h100-od-3" + cell_suffix(wl["cell"])},
                      basis=f"move the whole gang to h100-od-3 (2 free GPUs) and release {nodes[0]}")
+        elif wd.planted in ("ray", "scale_to_zero"):
+            f.update(issue14_finding(fleet, wl, wd, hourly.get(i, []), price["gpu_hourly_usd"] * gpus),
+                     workload=_finding_workload(wl))
         elif wd.planted == "spot":
             f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - SPOT_PRICE_FRACTION), 2),
                      proposed={"capacity_type": "spot"},

@@ -12,18 +12,15 @@ Every problem raises :class:`TraceError` whose message names the file and the 1-
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-try:  # map to the CLI's "bad input" exit code when the project error base is available
-    from gpuinsight.errors import BadInput as _InputErrorBase
-except ImportError:  # pragma: no cover - the package also works standalone
-
-    class _InputErrorBase:  # type: ignore[no-redef]
-        """Fallback mixin when the project error hierarchy is not importable."""
+from gpuinsight.errors import BadInput
+from gpuinsight.textfile import utf8_text
 
 MILLI = 1000
 
@@ -31,7 +28,7 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
 
-class TraceError(_InputErrorBase, ValueError):
+class TraceError(BadInput, ValueError):
     """A pod or node CSV is malformed; the message says ``file:line: what``."""
 
 
@@ -77,11 +74,8 @@ def read_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict
     Shared by the simulator and the warehouse import; errors are ``TraceError`` (a ``BadInput``)
     saying ``file:line: what``.
     """
-    try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    with fh:
+    # bytes that are not UTF-8: bad input naming the line, before the CSV reader sees them
+    with io.StringIO(utf8_text(path, error=TraceError), newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = [h.strip() for h in next(reader)]

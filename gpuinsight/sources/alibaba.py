@@ -37,6 +37,13 @@ CONTRACTS = (
 )
 
 
+# Bounds of the trace's integer columns: far above any real row (openb nodes have <= 96 cores,
+# <= 8 GPUs; its time offsets span months), far below what would overflow a column.
+MAX_CPU_MILLI = 10_000_000
+MAX_MEMORY_MIB = 1 << 31
+MAX_OFFSET_S = 1_000_000_000
+
+
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
     """Yield ("FILE:LINE", row): the simulator's openb reader, so both read the trace alike."""
     for line, row in read_rows(path, required):
@@ -50,11 +57,11 @@ def _int(row: dict[str, str], column: str, where: str, *, lo: int = 0, hi: int |
         return None
     try:
         value = int(float(text)) if text.endswith(".0") else int(text)
-    except ValueError:
-        raise BadInput(f"{where}: {column}: expected an integer, got {text!r}") from None
+    except (ValueError, OverflowError):
+        raise BadInput(f"{where}: {column}: expected an integer, got {text[:40]!r}") from None
     if value < lo or (hi is not None and value > hi):
         bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise BadInput(f"{where}: {column}: {value} is out of range ({bound})")
+        raise BadInput(f"{where}: {column}: {str(value)[:30]} is out of range ({bound})")
     return value
 
 
@@ -72,8 +79,8 @@ def read_nodes(path: Path) -> list[dict[str, object]]:
         if name in seen:
             raise BadInput(f"{where}: duplicate node {name} (first at {seen[name]})")
         seen[name] = where
-        cpu = _int(r, "cpu_milli", where)
-        mem = _int(r, "memory_mib", where)
+        cpu = _int(r, "cpu_milli", where, hi=MAX_CPU_MILLI)
+        mem = _int(r, "memory_mib", where, hi=MAX_MEMORY_MIB)
         gpus = _int(r, "gpu", where, hi=64)
         model = r["model"].strip() or None
         if gpus and not model:
@@ -106,9 +113,9 @@ def read_pods(path: Path) -> list[dict[str, object]]:
         phase = (r.get("pod_phase") or "").strip() or None
         if phase is not None and phase not in PHASES:
             raise BadInput(f"{where}: pod_phase: unknown phase {phase!r}")
-        created = _int(r, "creation_time", where, optional=True)
-        scheduled = _int(r, "scheduled_time", where, optional=True)
-        deleted = _int(r, "deletion_time", where, optional=True)
+        created = _int(r, "creation_time", where, optional=True, hi=MAX_OFFSET_S)
+        scheduled = _int(r, "scheduled_time", where, optional=True, hi=MAX_OFFSET_S)
+        deleted = _int(r, "deletion_time", where, optional=True, hi=MAX_OFFSET_S)
         if created is not None and deleted is not None and deleted < created:
             raise BadInput(f"{where}: deletion_time {deleted} is before creation_time {created}")
         spec = (r.get("gpu_spec") or "").strip()
@@ -121,8 +128,8 @@ def read_pods(path: Path) -> list[dict[str, object]]:
             "created": _at(created), "scheduled": _at(scheduled), "started": _at(scheduled),
             "finished": _at(deleted), "last_seen": _at(deleted), "phase": phase,
             "labels": to_json({"qos": qos} if qos else {}),
-            "annotations": to_json({"cpu_milli": _int(r, "cpu_milli", where),
-                                    "memory_mib": _int(r, "memory_mib", where),
+            "annotations": to_json({"cpu_milli": _int(r, "cpu_milli", where, hi=MAX_CPU_MILLI),
+                                    "memory_mib": _int(r, "memory_mib", where, hi=MAX_MEMORY_MIB),
                                     "gpu_spec": spec.split("|") if spec else []}),
             "source": "openb",
         })

@@ -2,7 +2,8 @@
 
 Both paths feed the same object -> row mappers (:mod:`gpuinsight.sources.k8s`) and write every
 table in one transaction: nodes, pods, events, Volcano queues/podgroups/jobs, Karpenter
-NodePools (plus EKS node groups seen through node labels) and PodDisruptionBudgets.
+NodePools (plus EKS node groups seen through node labels), PodDisruptionBudgets, KubeRay
+RayClusters/RayJobs/RayServices and KEDA ScaledObjects.
 
 Contracts (natural key, merge): see :data:`CONTRACTS`. Pods merge with pods from Prometheus by
 uid: a field the API or dump leaves empty keeps the stored value.
@@ -19,6 +20,7 @@ import orjson
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.imports import kubernetes
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.k8s.common import MapContext, utcnow
 from gpuinsight.sources.k8s.dumpfile import find_dump, read_objects
@@ -35,7 +37,7 @@ REQUEST_TIMEOUT = (10.0, 300.0)  # connect, read (seconds)
 
 def load_dump_dir(wh: Warehouse, cfg: Config, folder: Path, *, observed_at: datetime | None = None) -> LoadReport:
     """Load any subset of ``nodes/pods/events/queues/podgroups/vcjobs/nodepools/pdbs``
-    ``.json``/``.yaml`` from ``folder``. The dump's time is its latest timestamp (node
+    ``/rayclusters/rayjobs/rayservices/scaledobjects`` ``.json``/``.yaml`` from ``folder``. The dump's time is its latest timestamp (node
     heartbeats, events, container states) unless ``observed_at`` says otherwise."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -78,9 +80,8 @@ def api_client(context: str | None = None, kubeconfig: Path | None = None) -> An
     """An ``ApiClient`` from the kubeconfig (``context`` or its current one), else in-cluster.
 
     The kubeconfig is never written back (token refreshes stay in memory)."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
+    k8s = kubernetes()
+    client, config, ConfigException = k8s.client, k8s.config, k8s.config.ConfigException  # noqa: N806
     try:
         return config.new_client_from_config(
             config_file=str(kubeconfig) if kubeconfig else None, context=context, persist_config=False
@@ -121,9 +122,7 @@ def _lister(client_mod: Any, api: Any, kind: Kind, version: str) -> Any:
 
 def _list_all(api: Any, kind: Kind, version: str, where: str, page_size: int) -> list[dict[str, Any]]:
     """Every object of one kind, page by page (raw JSON: the same shape kubectl writes)."""
-    from kubernetes import client
-
-    lister = _lister(client, api, kind, version)
+    lister = _lister(kubernetes().client, api, kind, version)
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
@@ -139,6 +138,9 @@ def _list_all(api: Any, kind: Kind, version: str, where: str, page_size: int) ->
         page = body.get("items") if isinstance(body, dict) else None
         if not isinstance(page, list):
             raise RuntimeFailure(f"Kubernetes API {where}: {kind.stem}: list response without items")
+        for item in page:  # the API's list items carry no kind of their own
+            if isinstance(item, dict):
+                item.setdefault("kind", kind.kind)
         items.extend(page)
         token = (body.get("metadata") or {}).get("continue") or None
         if not token:
@@ -160,8 +162,9 @@ def collect_live(
     """List nodes, pods, events, PDBs, Volcano and Karpenter objects (read-only) and load them.
 
     A CRD the cluster does not serve (404) is a note in the report; 401/403 are failures."""
-    from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
+
+    ApiException = kubernetes().client.exceptions.ApiException  # noqa: N806
 
     api = api_client(context, kubeconfig)
     where = _redact_host(api.configuration.host)

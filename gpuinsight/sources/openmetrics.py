@@ -6,14 +6,18 @@ and the label blocks, which repeat once per sample, are parsed once per distinct
 
 Timestamps are optional (a missing one takes ``default_ts``). OpenMetrics writes seconds and
 the Prometheus text format milliseconds; they are told apart per line by magnitude, since
-1e11 seconds is the year 5138 and 1e11 milliseconds is 1973.
+1e11 seconds is the year 5138 and 1e11 milliseconds is 1973. A timestamp that is not a number,
+not finite, before 2000 or in the future is bad input naming the line; so is anything after
+OpenMetrics' ``# EOF``. Every sample keeps its line number (column :data:`LINE`) so later checks
+can name it too.
 """
 
 from __future__ import annotations
 
 import gzip
 import re
-from datetime import datetime
+import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -21,8 +25,11 @@ import polars as pl
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadContract, LoadReport
+from gpuinsight.sources.dcgm import BY_SPELLING
+from gpuinsight.sources.plausible import EARLIEST_S, latest_s
 from gpuinsight.sources.prom.frames import TS, empty_series, to_naive_utc
-from gpuinsight.sources.series import DCGM_METRICS, SeriesBatch, load_series
+from gpuinsight.sources.series import LINE, SeriesBatch, load_series, validate_series
+from gpuinsight.textfile import decode_utf8
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACTS = (
@@ -64,14 +71,18 @@ def _parse_labels(block: str) -> dict[str, str] | None:
 
 def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: datetime | None = None) -> pl.DataFrame:
     """Parse exposition text into a series frame; any malformed line -> BadInput ``NAME:LINE: what``."""
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{name}: not UTF-8 text (byte {exc.start})") from exc
+    text = decode_utf8(data, name) if isinstance(data, bytes) else data
     lines = pl.DataFrame({"line": text.split("\n")}).with_row_index("lineno", offset=1)
     if "\r" in text:
         lines = lines.with_columns(pl.col("line").str.strip_chars_end("\r"))
     line = pl.col("line")
+    eof = lines.filter(line.str.strip_chars() == "# EOF")
+    if eof.height:
+        end = int(eof["lineno"][0])
+        after = lines.filter((pl.col("lineno") > end) & (line.str.strip_chars().str.len_bytes() > 0))
+        if after.height:
+            _fail(name, after.row(0, named=True), "content after `# EOF` (the end of an OpenMetrics exposition)")
+        lines = lines.filter(pl.col("lineno") < end)
     body = lines.filter((line.str.len_bytes() > 0) & ~line.str.starts_with("#"))
     if body.height == 0:
         return empty_series()
@@ -99,6 +110,10 @@ def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: da
     if bad.height:
         _fail(name, _with_line(bad, lines), f"timestamp {bad['ts'][0]!r} is not a number")
     seconds = pl.when(pl.col("t").abs() >= 1e11).then(pl.col("t") / 1000.0).otherwise(pl.col("t"))
+    bad = parts.filter(pl.col("t").is_not_null() & ~seconds.is_between(EARLIEST_S, latest_s()).fill_null(False))
+    if bad.height:
+        _fail(name, _with_line(bad, lines), f"timestamp {bad['ts'][0]!r} is not a plausible time "
+                                            "(before 2000, in the future, or not finite)")
     ts_us = (seconds * 1_000_000).round(0).cast(pl.Int64)
     if default_ts is not None:
         default_us = int((to_naive_utc(default_ts) - datetime(1970, 1, 1)).total_seconds() * 1_000_000)
@@ -107,7 +122,8 @@ def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: da
         _fail(name, _with_line(parts.filter(pl.col("t").is_null()), lines),
               "sample has no timestamp and no default was given")
     table = pl.DataFrame([{**v, "_key": k} for k, v in keys.items() if v is not None], infer_schema_length=None)
-    samples = parts.select("key", ts_us.cast(TS).alias("ts"), pl.col("v").alias("value"))
+    samples = parts.select("key", ts_us.cast(TS).alias("ts"), pl.col("v").alias("value"),
+                           pl.col("lineno").cast(pl.Int64).alias(LINE))
     out = samples.join(table, left_on="key", right_on="_key", how="left").drop("key")
     return out.select("metric", "ts", "value", *[c for c in out.columns if c not in ("metric", "ts", "value")])
 
@@ -162,20 +178,24 @@ def read_exposition(path: str | Path, *, default_ts: datetime | None = None) -> 
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise BadInput(f"{path}: corrupt gzip data ({exc})") from exc
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BadInput(f"{path}: corrupt gzip data ({str(exc).splitlines()[0][:120]})") from None
+    if not raw or raw.isspace():  # isspace stops at the first other byte; strip() would copy the file
+        raise BadInput(f"{path}:1: no samples (the file is empty or only whitespace)")
     if default_ts is None:
-        default_ts = datetime.fromtimestamp(path.stat().st_mtime)  # the file was written at scrape time
+        mtime = path.stat().st_mtime  # the file was written at scrape time
+        if EARLIEST_S <= mtime <= latest_s():
+            default_ts = datetime.fromtimestamp(mtime, UTC).replace(tzinfo=None)
     return parse_exposition(raw, name=str(path), default_ts=default_ts)
 
 
 def infer_step_s(series: pl.DataFrame) -> int:
     """The scrape interval: the most common gap between consecutive samples of a DCGM series."""
-    names = set(DCGM_METRICS) | {n.lower() for n in DCGM_METRICS}
+    names = set(BY_SPELLING)
     s = series.filter(pl.col("metric").is_in(names))
     if s.height < 2:
         return DEFAULT_STEP_S
-    labels = [c for c in s.columns if c not in ("ts", "value")]
+    labels = [c for c in s.columns if c not in ("ts", "value", LINE)]
     diffs = s.sort("ts").select(pl.col("ts").diff().over(labels).dt.total_seconds().alias("d"))["d"]
     diffs = diffs.filter(diffs > 0)
     if diffs.len() == 0:
@@ -189,10 +209,11 @@ def load_openmetrics(
     """Load one exposition file: parsed completely first, so a bad file writes nothing."""
     path = Path(path)
     series = read_exposition(path, default_ts=default_ts)
+    validate_series(series, str(path))  # every refusal before anything (ingest_state included) is written
     step = int(step_s or infer_step_s(series))
     window = (series["ts"].min(), series["ts"].max()) if series.height else None
     batch = SeriesBatch(series, step, start=window[0] if window else None, end=window[1] if window else None)
     report = load_series(wh, cfg, [batch], source="openmetrics", scope=str(path.resolve()), window=window,
-                         details={"step_s": step, "file": path.name})
+                         details={"step_s": step, "file": path.name}, origin=path.name)
     report.notes.insert(0, f"{path.name}: {series.height:,} samples, step {step}s")
     return report

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import csv
 import functools
+import html
+import io
+import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -23,6 +26,8 @@ from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.paths import package_data_dir
 from gpuinsight.sources.base import LoadContract, LoadReport
+from gpuinsight.sources.dcgm import MAX_FB_MIB
+from gpuinsight.textfile import utf8_text
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACT = LoadContract(
@@ -58,7 +63,9 @@ def _number(text: str, column: str, where: str, *, required: bool) -> float | No
     except ValueError:
         raise BadInput(f"{where}: {column}: not a number: {text!r}") from None
     if value != value or value < 0 or value == float("inf"):
-        raise BadInput(f"{where}: {column}: must be a non-negative number, got {text!r}")
+        raise BadInput(f"{where}: {column}: must be a non-negative number, got {text[:40]!r}")
+    if column.endswith("usd_per_hour") and value > MAX_USD_PER_HOUR:
+        raise BadInput(f"{where}: {column}: {text[:40]!r} is not a plausible hourly price (0..{MAX_USD_PER_HOUR:,.0f})")
     return value
 
 
@@ -69,12 +76,13 @@ def _same(values: set[str], column: str, path: Path) -> str | None:
     return values.pop() if values else None
 
 
+MAX_GPUS_PER_INSTANCE = 64       # the largest GPU instance types hold 8-16; 64 leaves room for rack-scale rows
+MAX_USD_PER_HOUR = 10_000.0      # ten times the dearest GPU instance of any cloud; above it a price is a typo
+
+
 def read_catalog(path: Path) -> tuple[pl.DataFrame, dict[str, str | None]]:
     """Parse and validate a catalog CSV: (rows, metadata {catalog, region, as_of, source})."""
-    try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    fh = io.StringIO(utf8_text(path), newline="")
     rows: list[dict[str, object]] = []
     meta: dict[str, set[str]] = {"catalog": set(), "region": set(), "as_of": set(), "source": set()}
     seen: dict[tuple[str, str], int] = {}
@@ -95,14 +103,17 @@ def read_catalog(path: Path) -> tuple[pl.DataFrame, dict[str, str | None]]:
                     continue
                 instance_type = record["instance_type"].strip()
                 memory = _number(record.get("gpu_memory_mib") or "", "gpu_memory_mib", where, required=False)
+                if memory is not None and memory > MAX_FB_MIB:
+                    raise BadInput(f"{where}: gpu_memory_mib: {memory:g} is more than any GPU holds")
                 model = canonical_gpu_model(record["gpu_model"].strip(), memory)
                 if not model:
                     raise BadInput(f"{where}: gpu_model is empty")
                 count_text = record["gpu_count"].strip()
                 if count_text:
                     count = _number(count_text, "gpu_count", where, required=True)
-                    if count is None or not float(count).is_integer():
-                        raise BadInput(f"{where}: gpu_count: expected a whole number, got {count_text!r}")
+                    if count is None or not float(count).is_integer() or count > MAX_GPUS_PER_INSTANCE:
+                        raise BadInput(f"{where}: gpu_count: expected a whole number 0..{MAX_GPUS_PER_INSTANCE}, "
+                                       f"got {count_text[:40]!r}")
                 elif instance_type:
                     raise BadInput(f"{where}: gpu_count is empty")
                 else:
@@ -160,6 +171,15 @@ def load_catalog(wh: Warehouse, cfg: Config, path: Path | None = None) -> LoadRe
     return report
 
 
+def catalog_gpu_facts(con: Any) -> dict[str, tuple[str, int]]:
+    """instance type -> (GPU model, GPU count) from every catalog loaded in the warehouse (the
+    most recently loaded wins), for nodes whose labels do not name their GPUs."""
+    rows = con.execute(
+        "SELECT instance_type, gpu_model, gpu_count FROM prices WHERE instance_type <> '' AND gpu_count > 0 "
+        "ORDER BY loaded_at NULLS FIRST").fetchall()
+    return {r[0]: (r[1], int(r[2])) for r in rows}
+
+
 @functools.cache
 def instance_gpu_facts() -> dict[str, tuple[str, int]]:
     """instance type -> (canonical GPU model, GPU count) from the shipped catalog."""
@@ -185,9 +205,21 @@ def _aws_call(what: str, fn: Any, **kwargs: Any) -> Any:
         raise RuntimeFailure(f"AWS {what}: no credentials found (environment, profile or instance role)") from None
     except ClientError as exc:
         err = exc.response.get("Error", {})
-        raise RuntimeFailure(f"AWS {what}: {err.get('Code', 'error')}: {err.get('Message', '')}".rstrip(": ")) from None
+        status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        code = err.get("Code") or (f"HTTP {status}" if status else "error")
+        message = _one_line(str(err.get("Message") or ""))
+        raise RuntimeFailure(f"AWS {what}: {code}: {message}".rstrip(": ")) from None
     except BotoCoreError as exc:
-        raise RuntimeFailure(f"AWS {what}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        raise RuntimeFailure(f"AWS {what}: {type(exc).__name__}: {_one_line(str(exc))}") from None
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """An error body on one line: an HTML error page (a proxy's or the endpoint's 5xx) loses its
+    tags, whitespace collapses, and it is cut at ``limit`` characters."""
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    text = " ".join(html.unescape(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _paginate(client: Any, op: str, key: str, **kwargs: Any) -> list[Any]:

@@ -32,9 +32,11 @@ import polars as pl
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.sources.base import LoadContract, LoadReport
+from gpuinsight.sources.dcgm import BY_SPELLING
+from gpuinsight.sources.gpu_nodes import NodeDirectory
 from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.client import PromClient, partial_warnings
-from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm, series_identity
+from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
 from gpuinsight.sources.prom.frames import (
     Matrix,
     concat_series,
@@ -43,13 +45,22 @@ from gpuinsight.sources.prom.frames import (
     from_epoch_s,
     to_naive_utc,
 )
+from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state
-from gpuinsight.sources.series import DCGM_METRICS, MAX_METRICS, SeriesBatch, ksm_rows, load_series
+from gpuinsight.sources.prom.refine import Refiner
+from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state, set_state
+from gpuinsight.sources.series import (
+    SeriesBatch,
+    TransformStats,
+    gpu_facts,
+    ksm_rows,
+    load_series,
+    server_dropped,
+)
 from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
-Made = tuple[Matrix, pl.DataFrame]  # an answer, and its DCGM identities or its series frame
+Made = tuple[Matrix, pl.DataFrame | None]  # an answer, and the series frame of a kube-state-metrics one
 CONTRACTS = (
     LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  lag=timedelta(minutes=10), description="dcgm-exporter, per-step avg/max"),
@@ -96,9 +107,17 @@ class PrometheusSource:
         self.on_commit = on_commit
         self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2),
                                  allow_partial=self.pcfg.allow_partial)
-        self.scope = self.client.where
+        # the cursor is per shard: clusters collected from one Thanos/Mimir with --match each
+        # resume from their own point
+        self.scope = self.client.where + (promql.selector(None, self.matchers) if self.matchers else "")
+        self.generation_notes: list[str] = []
+        self.refiner: Refiner | None = None
         self.refused: list[str] = []  # windows of chunks left out for a partial answer
         self.plan_notes: list[str] = []
+        # one collection's counts and node evidence, shared with load_series
+        self.stats = TransformStats()
+        self.directory = NodeDirectory()
+        self.facts: dict[str, tuple[str, int]] = {}
 
     # -- the window ------------------------------------------------------------------------
     def resolve_window(
@@ -136,11 +155,13 @@ class PrometheusSource:
     # -- planning --------------------------------------------------------------------------
     def plan(self, t0: int, t1: int, step: int, raw: bool) -> list[list[Query]]:
         """Queries per chunk, in time order."""
-        wanted = [n for base in DCGM_METRICS for n in (base, base.lower())]
-        names, warnings = self.client.metric_names(wanted, t0 - step, t1, self.matchers)
+        names, warnings = self.client.metric_names(list(BY_SPELLING), t0 - step, t1, self.matchers)
         self._planning_answer("which DCGM fields exist", warnings)
+        generations = probe_generations(self.client, names, t0 - step, t1, step, self.matchers)
+        self._planning_answer("which exporter generations are scraped", generations.warnings)
+        self.generation_notes = generations.notes()
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
-        want_max = {n: n.upper() in MAX_METRICS for n in names}
+        want_max = {n: BY_SPELLING[n].max_column is not None for n in names}
         n_queries = sum(1 if raw or not want_max[n] else 2 for n in names)
         per_step = max(1, n_series) * max(1, n_queries)
         steps = max(MIN_STEPS_PER_CHUNK, self.points_per_batch // per_step)
@@ -149,19 +170,24 @@ class PrometheusSource:
         shards = promql.uuid_shards(n_shards, lowercase_uuid)
         dcgm = [pair for shard in shards for n in names
                 for pair in promql.dcgm_exprs(n, step, [*self.matchers, *shard], raw=raw, want_max=want_max[n])]
+        keep = promql.DCGM_LABELS | set(self.cfg.node_labels)
+        pod_key = generations.pod_key
+        self.refiner = None if raw else Refiner(self.client, self.matchers, generations.resolution_s, step, keep)
         chunks = []
         # Evaluating 1 ms before each grid point makes the window [t - step, t) in effect, under
         # both the closed range selectors of Prometheus 2.x and the left-open ones of 3.x: a
         # sample exactly on a boundary lands in one row, the one starting at its timestamp.
         shift = step - EPS_S
         for a, b in promql.chunk_grid(t0, t1, step, steps):
-            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=promql.DCGM_LABELS) for e, m in dcgm]
-            qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift) for e, m in promql.ksm_step_exprs(step, self.matchers)]
+            qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
+            qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
+                   for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
-                   for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers)]
+                   for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
             chunks.append(qs)
         self.last_plan = {"dcgm_metrics": names, "gpu_series": n_series, "steps_per_chunk": steps,
-                          "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks)}
+                          "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks),
+                          **generations.details()}
         return chunks
 
     def _count_gpu_series(self, names: list[str], start: int, end: int) -> tuple[int, bool]:
@@ -199,11 +225,18 @@ class PrometheusSource:
             return report
         self.refused, self.plan_notes = [], []
         chunks = self.plan(t0, t1, step, raw)
-        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.scope}, "plan": self.last_plan}
+        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where},
+                   "plan": self.last_plan}
+        self.stats, self.directory, self.facts = TransformStats(), NodeDirectory(), gpu_facts(wh)
         with duckdb_memory_capped(wh, DUCKDB_MEMORY):
             report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
-                                 window=window, details=details, on_commit=self.on_commit)
+                                 window=window, details=details, on_commit=self.on_commit, stats=self.stats,
+                                 directory=self.directory)
         report.notes[:0] = self.plan_notes
+        report.notes.extend(self.generation_notes)
+        if self.refiner is not None and self.refiner.refined_steps:
+            report.notes.append(f"{self.refiner.refined_steps:,} GPU-steps showed a reading that is not a measurement "
+                                "and were read again with the filter")
         if self.refused:
             state = get_state(wh, SOURCE, self.scope) or {}
             cursor = state.get("cursor")
@@ -214,6 +247,11 @@ class PrometheusSource:
                 "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
+        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
+            where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
+            set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
+            raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "
+                           f"window{where}")
         report.notes.append(f"{self.last_plan['queries']} queries in {self.last_plan['chunks']} chunks, "
                             f"{self.client.bytes_read / 1e6:.1f} MB read")
         return report
@@ -238,7 +276,7 @@ class PrometheusSource:
                     if qs is None:
                         break
                     qs = [q for q in qs if not is_dcgm(q)] + [q for q in qs if is_dcgm(q)]
-                    pending.append((qs, [pool.submit(self._fetch, q, step) for q in qs]))
+                    pending.append((qs, [pool.submit(self._fetch, q) for q in qs]))
                 if not pending:
                     return
                 qs, futures = pending.popleft()
@@ -266,35 +304,44 @@ class PrometheusSource:
             ksm_pool.shutdown(wait=True, cancel_futures=True)
 
     def _ksm(self, answers: list[Future[Made]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        """The chunk's kube-state-metrics series frame, and its pods and nodes rows."""
-        series = concat_series([f.result()[1] for f in answers])
-        return (series, *ksm_rows(series, self.cfg.cluster, SOURCE))
+        """The chunk's kube-state-metrics series frame, and its pods and nodes rows; the nodes and
+        pod placements it names join the evidence for placing the chunk's GPUs."""
+        series = concat_series([frame for f in answers if (frame := f.result()[1]) is not None])
+        self.directory.add_series(series)
+        return (series, *ksm_rows(series, self.cfg.cluster, SOURCE, self.stats, self.facts))
 
-    def _fetch(self, q: Query, step: int) -> tuple[Matrix, pl.DataFrame]:
-        """One answer, and what can be made of it alone: DCGM series identities, or the series
-        frame of a kube-state-metrics answer (in the fetch workers, while others are on the wire)."""
+    def _fetch(self, q: Query) -> Made:
+        """One answer; a kube-state-metrics one made into its series frame at once (in the fetch
+        workers, while others are on the wire). A DCGM answer keeps its label sets until the
+        chunk's nodes are known (:func:`dcgm_rows`)."""
         m = self.client.query_range(q)
-        made = series_identity(q, m, self.cfg.cluster, step) if is_dcgm(q) else \
-            m.series_frame(q.metric, q.shift_s, q.keep)
-        return m.without_labels(), made  # the labels are in ``made`` now
+        if is_dcgm(q):
+            return m, None
+        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep)
 
-    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame]], step: int, start: datetime,
+    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame | None]], step: int, start: datetime,
                end: datetime) -> SeriesBatch:
-        partial = partial_warnings([w for _, m, _ in answers for w in m.warnings])
         window = f"{start.isoformat()}..{end.isoformat()}"
+        dcgm = [(q, m) for q, m, _ in answers if is_dcgm(q)]
+        warnings = [w for _, m, _ in answers for w in m.warnings]
+        answers.clear()
+        dropped: list[pl.DataFrame] = []
+        if self.refiner is not None and (self.pcfg.allow_partial or not partial_warnings(warnings)):
+            # steps showing a reading that is not a measurement: read again, filtered
+            refined, dropped = self.refiner.refine(dcgm)
+            warnings += [w for _, m in refined[len(dcgm):] for w in m.warnings]
+            dcgm = refined
+        partial = partial_warnings(warnings)
         if partial and not self.pcfg.allow_partial:
             self.refused.append(window)
             return SeriesBatch(empty_series(), step, start=start, end=end, advance_cursor=False,
                                notes=[f"partial answer for {window}, not loaded: {_brief(partial)}"])
         notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
-        stats: dict[str, int] = {}
-        dcgm = [(q, m, made) for q, m, made in answers if is_dcgm(q)]
-        answers.clear()
-        samples = dcgm_rows([(q, m) for q, m, _ in dcgm], self.cfg.cluster, step, stats,
-                            identities=[made for _, _, made in dcgm])
+        for frame in dropped:
+            server_dropped(frame, self.stats)
+        samples = dcgm_rows(dcgm, self.cfg.cluster, step, self.stats, self.directory, self.cfg.node_labels)
         del dcgm
-        return SeriesBatch(empty_series(), step, start=start, end=end, notes=notes, samples=samples,
-                           nonfinite_dropped=stats.get("nonfinite_dropped", 0))
+        return SeriesBatch(empty_series(), step, start=start, end=end, notes=notes, samples=samples)
 
 
 def _brief(warnings: list[str]) -> str:

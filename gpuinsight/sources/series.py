@@ -23,15 +23,36 @@ from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB, canonical_gpu_model
 from gpuinsight.sources.base import LoadReport
+from gpuinsight.sources.dcgm import (
+    BY_SPELLING,
+    DCGM_LIKE_PATTERN,
+    DROPPED_SUFFIX,
+    FIELDS,
+    MAX_FB_MIB,
+    MAX_POWER_W,
+    MAX_SUFFIX,
+    POWER_LIMIT_W,
+    Dropped,
+    column_map,
+    field_of,
+    is_dcgm_like,
+    memory_ceiling,
+    power_ceiling,
+    reading_class,
+)
+from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory, resolve_nodes
+from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
-from gpuinsight.sources.prom.ksm import ksm_nodes, ksm_pods
+from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.store import merge_spans, set_state
 from gpuinsight.warehouse.db import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
 
 __all__ = [
     "DCGM_METRICS",
+    "LINE",
     "SeriesBatch",
+    "TransformStats",
     "dcgm_samples",
     "gpu_inventory",
     "ksm_nodes",
@@ -39,31 +60,12 @@ __all__ = [
     "load_series",
 ]
 
-# dcgm-exporter field -> gpu_samples column. Lower-case spellings (issue #272 setups) map too.
-DCGM_METRICS: dict[str, str] = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_active",
-    "DCGM_FI_PROF_SM_ACTIVE": "sm_active",
-    "DCGM_FI_DEV_GPU_UTIL": "gpu_util",
-    "DCGM_FI_DEV_FB_USED": "fb_used_mib",
-    "DCGM_FI_DEV_FB_FREE": "fb_free_mib",
-    "DCGM_FI_DEV_POWER_USAGE": "power_w",
-}
+# dcgm-exporter field -> gpu_samples column, every generation's spelling (see sources/dcgm.py).
+DCGM_METRICS: dict[str, str] = {f.name: f.column for f in FIELDS}
 # The fields whose per-step max the rules need (peak activity, peak memory).
-MAX_METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_FB_USED")
-_MAX_COLUMN = {"gr_active": "gr_active_max", "sm_active": "sm_active_max", "fb_used_mib": "fb_used_max_mib"}
-
-
-def _metric_map() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, col in DCGM_METRICS.items():
-        for spelling in (name, name.lower()):
-            out[spelling] = col
-            if col in _MAX_COLUMN:
-                out[spelling + ":max"] = _MAX_COLUMN[col]
-    return out
-
-
-_METRIC_TO_COLUMN = _metric_map()
+MAX_METRICS = tuple(f.name for f in FIELDS if f.max_column)
+_METRIC_TO_COLUMN = column_map()
+MAX_COLUMNS = frozenset(f.max_column for f in FIELDS if f.max_column)
 _VALUE_COLUMNS = ("gr_active", "gr_active_max", "sm_active", "sm_active_max", "gpu_util",
                   "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w")
 # natural key of gpu_samples: a GPU (or MIG instance) step per holder pod; loads replace whole
@@ -75,22 +77,108 @@ SAMPLE_COLUMNS: dict[str, pl.DataType] = {
     "namespace": pl.Utf8(), "pod": pl.Utf8(), "container": pl.Utf8(),
     **{c: pl.Float64() for c in _VALUE_COLUMNS}, "step_s": pl.Int32(),
 }
+# dcgm_samples() also returns what the exporter said about the node of a GPU it could not place
+# (not a gpu_samples column; it goes to gpus.node_hint).
+HINT = "node_hint"
+# Row attributes taken from the last series (in input order) that has them.
+LAST_NON_NULL = ("node", HINT, "gpu_index", "model_name", "mig_profile")
+_IDENTITY_TYPES: dict[str, pl.DataType] = {
+    "gpu_uuid": pl.Utf8(), "mig_instance": pl.Int32(), "namespace": pl.Utf8(), "pod": pl.Utf8(),
+    "container": pl.Utf8(), "node": pl.Utf8(), HINT: pl.Utf8(), "gpu_index": pl.Int32(), "model_name": pl.Utf8(),
+    "mig_profile": pl.Utf8(),
+}
+IDENTITY_COLUMNS = tuple(_IDENTITY_TYPES)
 # With honor_labels off and an idle GPU there is no exported_pod, and the plain pod label is
 # the target's own pod: the exporter. That GPU is unallocated, not "used by dcgm-exporter".
 _EXPORTER_POD = r"^(nvidia-)?dcgm-exporter"
+_INT = r"^[0-9]{1,6}$"
+LINE = "@line"  # source line of a sample, kept by the file parser for messages (never a label)
+
+
+@dataclass
+class TransformStats:
+    """What the transform dropped or could not place, for the load notes (summed over batches)."""
+
+    dropped: Dropped = field(default_factory=lambda: Dropped({}))
+    unidentified_series: set[tuple[object, ...]] = field(default_factory=set)  # skipped: no usable GPU identity
+    unidentified_example: str | None = None
+    dcgm_like: set[str] = field(default_factory=set)   # DCGM-family metric names seen
+    mapped: set[str] = field(default_factory=set)      # ... of which gpuinsight reads these
+    dcgm_like_series: int = 0
+    mapped_series: int = 0
+    unmatched: dict[str, str | None] = field(default_factory=dict)  # GPU UUID -> what the exporter said
+    matched: set[str] = field(default_factory=set)
+    ksm_notes: dict[str, str] = field(default_factory=dict)  # what kube-state-metrics could not say, by topic
+    origin: str | None = None   # the file the series came from, for locations in notes
+
+    def notes(self) -> list[str]:
+        out = self.dropped.notes() + list(self.ksm_notes.values())
+        if self.unidentified_series:
+            where = f"{self.origin}:" if self.origin else ""
+            example = (self.unidentified_example or "").replace("line ", where, 1) if where else \
+                self.unidentified_example
+            out.append(f"skipped {len(self.unidentified_series):,} DCGM series without a usable GPU identity (`gpu` and "
+                       f"`UUID`/`uuid` labels), e.g. {example}")
+        unread = sorted(self.dcgm_like - self.mapped)
+        if self.dcgm_like_series:  # files; a server is asked for its names instead (prom/generations.py)
+            series = f" ({self.dcgm_like_series:,} series, {self.mapped_series:,} mapped)"
+            out.append(f"DCGM-like metrics: {len(self.dcgm_like)} seen, {len(self.mapped)} mapped{series}"
+                       + (f"; not read: {', '.join(unread[:12])}" + (" ..." if len(unread) > 12 else "")
+                          if unread else ""))
+        if self.unmatched:
+            hints = sorted({h or "(no node label)" for h in self.unmatched.values()})
+            out.append(f"{len(self.unmatched)} GPU(s) measured but not matched to a known node (exporter said: "
+                       f"{', '.join(hints[:8])}{' ...' if len(hints) > 8 else ''}); they are listed by "
+                       "`gpuinsight query unmatched_gpus` and counted in fleet_summary")
+        return out
+
+
+def _location(row: dict[str, object]) -> str:
+    where = f"line {row[LINE]}: " if row.get(LINE) is not None else ""
+    labels = {k: row[k] for k in sorted(row) if k not in (LINE, "_col", "_field", "metric")}
+    return where + describe_series({"metric": row.get("metric"), **labels})
 
 
 def dcgm_samples(
-    series: pl.DataFrame, cluster: str, step_s: int, *, stats: dict[str, int] | None = None
+    series: pl.DataFrame, cluster: str, step_s: int, *, stats: TransformStats | None = None,
+    nodes: NodeDirectory | None = None, node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS,
 ) -> pl.DataFrame:
-    """dcgm-exporter series -> ``gpu_samples`` rows (one per GPU or MIG instance per ts).
+    """dcgm-exporter series -> ``gpu_samples`` rows (one per GPU or MIG instance per ts), plus
+    :data:`HINT`. Readings that are not measurements and series without a GPU identity are
+    dropped and counted in ``stats``; ``nodes`` is the evidence for node resolution (default:
+    the kube-state-metrics series in ``series`` itself)."""
+    stats = stats if stats is not None else TransformStats()
+    s = dcgm_identified(series, stats, nodes if nodes is not None else NodeDirectory.from_series(series), node_labels)
+    s = _drop_non_readings(s, stats)
+    # Several pods on one GPU (time-slicing/MPS) give one series each per GPU and step: each
+    # keeps its row (the GPU's figures, attributed to every pod sharing it).
+    key = ["gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
+    aggs = [pl.col("container").sort_by("container").last()]
+    aggs += [pl.col(c).drop_nulls().last() for c in LAST_NON_NULL]
+    for c in _VALUE_COLUMNS:
+        vals = pl.col("value").filter(pl.col("_col") == c)
+        aggs.append((vals.max() if c in MAX_COLUMNS else vals.mean()).alias(c))
+    return finish_samples(s.group_by(key).agg(aggs), cluster, step_s, stats)
 
-    ``stats`` (optional) receives ``nonfinite_dropped``: NaN/Inf samples that were skipped.
-    """
+
+def dcgm_identified(series: pl.DataFrame, stats: TransformStats, nodes: NodeDirectory,
+                    node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+    """The mapped DCGM rows of ``series`` with their identity (:data:`IDENTITY_COLUMNS`) and
+    ``_col`` (the ``gpu_samples`` column they feed), in input order; series without a usable
+    GPU identity are dropped and counted. The columnar Prometheus path calls it with one row
+    per series (``prom/columnar.py``)."""
+    names = series.get_column("metric").unique().to_list() if series.height else []
+    stats.dcgm_like |= {n.removesuffix(MAX_SUFFIX) for n in names if is_dcgm_like(n) and DROPPED_SUFFIX not in n}
     col = pl.col("metric").replace_strict(_METRIC_TO_COLUMN, default=None, return_dtype=pl.Utf8)
     s = series.with_columns(col.alias("_col")).filter(pl.col("_col").is_not_null())
+    stats.mapped |= {n.removesuffix(MAX_SUFFIX) for n in names if n in _METRIC_TO_COLUMN}
+    _count_series(series, s, stats)
+    if s.height:
+        s = _drop_unidentified(s, stats)
     if s.height == 0:
-        return pl.DataFrame(schema=SAMPLE_COLUMNS)
+        return s.select("ts", "value", "metric", "_col").with_columns(
+            [pl.lit(None, dtype=t).alias(c) for c, t in _IDENTITY_TYPES.items()])
+    placed = resolve_nodes(s, nodes, node_labels)
     plain_pod = lab(s, "pod")
     via_plain = first_label(s, "exported_pod", "pod_name").is_null() & plain_pod.is_not_null()
     exporter = via_plain & plain_pod.str.contains(_EXPORTER_POD)
@@ -99,42 +187,17 @@ def dcgm_samples(
         value = first_label(s, exported, old, plain)
         return pl.when(exporter).then(pl.lit("")).otherwise(value.fill_null(""))
 
-    unidentified = first_label(s, "UUID", "uuid").is_null() | lab(s, "gpu").is_null()
-    bad = s.filter(unidentified)
-    if bad.height:
-        row = bad.select([c for c in series.columns if c not in ("ts", "value")]).row(0, named=True)
-        raise BadInput(f"DCGM series {describe_series(row)}: no `gpu` or `UUID`/`uuid` label, cannot tell which GPU it is")
-    s = s.with_columns(
+    return s.with_columns(
         first_label(s, "UUID", "uuid").alias("gpu_uuid"),
-        lab(s, "gpu").alias("_gpu"),
-        first_label(s, "node", "Hostname", "hostname").alias("node"),
+        placed["node"].alias("node"), placed["node_hint"].alias(HINT),
         attributed("exported_pod", "pod_name", "pod").alias("pod"),
         attributed("exported_namespace", "pod_namespace", "namespace").alias("namespace"),
         attributed("exported_container", "container_name", "container").alias("container"),
-        lab(s, "GPU_I_ID").alias("_gi"),
+        lab(s, "GPU_I_ID").cast(pl.Int32).fill_null(-1).alias("mig_instance"),
+        lab(s, "gpu").cast(pl.Int32).alias("gpu_index"),
         lab(s, "GPU_I_PROFILE").fill_null("").alias("mig_profile"),
         lab(s, "modelName").alias("model_name"),
     )
-    try:
-        s = s.with_columns(
-            pl.col("_gi").cast(pl.Int32).fill_null(-1).alias("mig_instance"),
-            pl.col("_gpu").cast(pl.Int32).alias("gpu_index"),
-        )
-    except pl.exceptions.InvalidOperationError as exc:
-        raise BadInput(f"DCGM series: `gpu` or `GPU_I_ID` label is not an integer ({exc})") from exc
-    finite = pl.col("value").is_finite()
-    if stats is not None:
-        stats["nonfinite_dropped"] = stats.get("nonfinite_dropped", 0) + int(s.select((~finite).sum()).item())
-    s = s.filter(finite)
-    # Several pods on one GPU (time-slicing/MPS) give one series each per GPU and step: each
-    # keeps its row (the GPU's figures, attributed to every pod sharing it).
-    key = ["gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
-    aggs = [pl.col("container").sort_by("container").last()]
-    aggs += [pl.col(c).drop_nulls().last() for c in ("node", "gpu_index", "model_name", "mig_profile")]
-    for c in _VALUE_COLUMNS:
-        vals = pl.col("value").filter(pl.col("_col") == c)
-        aggs.append((vals.max() if c in _MAX_COLUMN.values() else vals.mean()).alias(c))
-    return finish_samples(s.group_by(key).agg(aggs), cluster, step_s)
 
 
 def sample_column(metric: str) -> str | None:
@@ -142,11 +205,9 @@ def sample_column(metric: str) -> str | None:
     return _METRIC_TO_COLUMN.get(metric)
 
 
-MAX_COLUMNS = frozenset(_MAX_COLUMN.values())
-
-
-def finish_samples(out: pl.DataFrame, cluster: str, step_s: int) -> pl.DataFrame:
-    """Per-key reduced fields -> ``gpu_samples`` rows (fallbacks, constants, column order)."""
+def finish_samples(out: pl.DataFrame, cluster: str, step_s: int, stats: TransformStats) -> pl.DataFrame:
+    """Per-key reduced fields -> ``gpu_samples`` rows plus :data:`HINT` (fallbacks, constants,
+    column order); GPUs placed on a node or not are recorded in ``stats``."""
     gr = pl.coalesce(pl.col("gr_active"), pl.col("gpu_util") / 100.0)
     out = out.with_columns(gr.alias("gr_active")).with_columns(
         pl.coalesce("gr_active_max", "gr_active").alias("gr_active_max"),
@@ -155,7 +216,92 @@ def finish_samples(out: pl.DataFrame, cluster: str, step_s: int) -> pl.DataFrame
         pl.lit(cluster, dtype=pl.Utf8).alias("cluster"),
         pl.lit(int(step_s), dtype=pl.Int32).alias("step_s"),
     )
-    return out.select([pl.col(c).cast(t) for c, t in SAMPLE_COLUMNS.items()]).sort(["ts", "gpu_uuid", "mig_instance"])
+    out = out.select([pl.col(c).cast(t) for c, t in {**SAMPLE_COLUMNS, HINT: pl.Utf8()}.items()])
+    placed_gpus = out.group_by("gpu_uuid").agg(pl.col("node").is_not_null().any().alias("placed"),
+                                               pl.col(HINT).drop_nulls().last())
+    for uuid_, is_placed, hint in placed_gpus.iter_rows():
+        if is_placed:
+            stats.matched.add(uuid_)
+            stats.unmatched.pop(uuid_, None)
+        elif uuid_ not in stats.matched:
+            stats.unmatched[uuid_] = hint
+    return out.sort(["ts", "gpu_uuid", "mig_instance"])
+
+
+def _count_series(series: pl.DataFrame, mapped: pl.DataFrame, stats: TransformStats) -> None:
+    """Distinct DCGM-like and mapped series (label sets), for files that hold raw scrapes."""
+    if LINE not in series.columns:
+        return
+    labels = [c for c in series.columns if c not in ("ts", "value", LINE)]
+    like = series.filter(pl.col("metric").str.contains(DCGM_LIKE_PATTERN))
+    stats.dcgm_like_series += like.select(labels).unique().height
+    stats.mapped_series += mapped.select(labels).unique().height
+
+
+def _drop_unidentified(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
+    """A DCGM series needs ``gpu`` (an integer index) and a UUID; a MIG ``GPU_I_ID`` must be an
+    integer. Other series (NVSwitch, CPU, link entities share the names) are skipped and counted."""
+    ok = (first_label(s, "UUID", "uuid").is_not_null() & lab(s, "gpu").str.contains(_INT).fill_null(False)
+          & (lab(s, "GPU_I_ID").is_null() | lab(s, "GPU_I_ID").str.contains(_INT).fill_null(False)))
+    bad = s.filter(~ok)
+    if bad.height == 0:
+        return s
+    labels = [c for c in s.columns if c not in ("ts", "value", "_col", LINE)]
+    first = bad.sort(LINE if LINE in bad.columns else "ts").unique(labels, keep="first", maintain_order=True)
+    # a series once, whatever the batches and their columns
+    stats.unidentified_series.update(tuple(sorted((k, v) for k, v in r.items() if v is not None))
+                                     for r in first.select(labels).iter_rows(named=True))
+    if stats.unidentified_example is None:
+        row = first.row(0, named=True)
+        stats.unidentified_example = _location({k: v for k, v in row.items() if k != "ts" and k != "value"})
+    return s.filter(ok)
+
+
+def _drop_non_readings(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
+    """Drop NaN/Inf, DCGM blank sentinels and readings outside the field's physical range."""
+    lo, hi = reading_bounds(s)
+    s = s.with_columns(reading_class(pl.col("value"), lo, hi).alias("_why"))
+    count_dropped(s.filter(pl.col("_why").is_not_null()), stats)
+    return s.filter(pl.col("_why").is_null()).drop("_why")
+
+
+def reading_bounds(s: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """The valid range of each row's reading: the field's (``_col``), memory and power capped
+    by the GPU model's (``model_name``, as dcgm-exporter spells it)."""
+    models = {m: canonical_gpu_model(m) for m in s.get_column("model_name").unique().to_list() if m}
+    model = pl.col("model_name").replace_strict(models, default=None, return_dtype=pl.Utf8)
+    lo = pl.col("_col").replace_strict({f.column: f.lo for f in FIELDS} | {f.max_column: f.lo for f in FIELDS
+                                       if f.max_column}, default=None, return_dtype=pl.Float64)
+    hi = pl.col("_col").replace_strict({f.column: f.hi for f in FIELDS} | {f.max_column: f.hi for f in FIELDS
+                                       if f.max_column}, default=None, return_dtype=pl.Float64)
+    mem = model.replace_strict({m: memory_ceiling(m) for m in POWER_LIMIT_W.keys() | set(models.values())
+                                if m}, default=MAX_FB_MIB, return_dtype=pl.Float64)
+    power = model.replace_strict({m: power_ceiling(m) for m in POWER_LIMIT_W.keys() | set(models.values())
+                                  if m}, default=MAX_POWER_W, return_dtype=pl.Float64)
+    hi = (pl.when(pl.col("_col").is_in(["fb_used_mib", "fb_used_max_mib", "fb_free_mib"])).then(pl.min_horizontal(hi, mem))
+          .when(pl.col("_col") == "power_w").then(pl.min_horizontal(hi, power)).otherwise(hi))
+    return lo, hi
+
+
+def count_dropped(bad: pl.DataFrame, stats: TransformStats) -> None:
+    """Count dropped readings (``metric``, ``_why``) per field under its canonical name."""
+    if bad.height == 0:
+        return
+    canon = {spelling: f.name for spelling, f in BY_SPELLING.items()}
+    counts = bad.group_by(pl.col("metric").str.strip_suffix(MAX_SUFFIX), "_why").len()
+    for name, why, n in counts.iter_rows():
+        key = (canon.get(name, name), why)
+        stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
+
+
+def server_dropped(series: pl.DataFrame, stats: TransformStats) -> None:
+    """Counts of readings the Prometheus server dropped (``NAME:dropped`` rows, see promql)."""
+    rows = series.filter(pl.col("metric").str.ends_with(DROPPED_SUFFIX))
+    for name, n in rows.group_by("metric").agg(pl.col("value").sum()).iter_rows():
+        f = field_of(name.removesuffix(DROPPED_SUFFIX))
+        if f is not None and n:
+            key = (f.name, "server")
+            stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
 
 
 def gpu_inventory(samples: pl.DataFrame) -> pl.DataFrame:
@@ -163,8 +309,10 @@ def gpu_inventory(samples: pl.DataFrame) -> pl.DataFrame:
     if samples.height == 0:
         return pl.DataFrame()
     whole = pl.col("mig_instance") < 0
+    hint = [pl.col(HINT).sort_by("ts").drop_nulls().last()] if HINT in samples.columns else []
     inv = samples.group_by(["cluster", "gpu_uuid"]).agg(
         pl.col("node").sort_by("ts").drop_nulls().last(),
+        *hint,
         pl.col("gpu_index").sort_by("ts").drop_nulls().last(),
         pl.col("model_name").sort_by("ts").drop_nulls().last(),
         (pl.col("fb_used_mib") + pl.col("fb_free_mib")).filter(whole).max().alias("memory_mib"),
@@ -172,12 +320,37 @@ def gpu_inventory(samples: pl.DataFrame) -> pl.DataFrame:
         pl.col("ts").min().alias("first_seen"),
         pl.col("ts").max().alias("last_seen"),
     )
+    if hint:  # a GPU placed on a node needs no hint (a later chunk may have placed it)
+        inv = inv.with_columns(pl.when(pl.col("node").is_null()).then(pl.col(HINT)).alias(HINT))
     models = [canonical_gpu_model(n, m) for n, m in zip(inv["model_name"], inv["memory_mib"], strict=True)]
     memory = [m if m is not None and not math.isnan(m) and m > 0 else MEMORY_MIB.get(g or "") for m, g in
               zip(inv["memory_mib"], models, strict=True)]
     return inv.with_columns(
         pl.Series("gpu_model", models, dtype=pl.Utf8), pl.Series("memory_mib", memory, dtype=pl.Float64)
     ).sort("gpu_uuid")
+
+
+def validate_series(series: pl.DataFrame, where: str) -> None:
+    """Everything that refuses a whole input, checked before any of it is written: declarations
+    out of bounds (:func:`check_ksm_values`) and input gpuinsight would load nothing from."""
+    check_ksm_values(series, where, LINE if LINE in series.columns else None)
+    check_maps_something(series, where)
+
+
+def check_maps_something(series: pl.DataFrame, where: str) -> None:
+    """Refuse input gpuinsight would load nothing from (e.g. an exporter generation it cannot
+    map): an empty success hides the problem."""
+    names = set(series.get_column("metric").unique().to_list()) if series.height else set()
+    dcgm_like = sorted(n for n in names if is_dcgm_like(n))
+    mapped = [n for n in dcgm_like if n in _METRIC_TO_COLUMN]
+    if dcgm_like and not mapped:
+        supported = ", ".join(f.name for f in FIELDS)
+        raise BadInput(f"{where}: {len(dcgm_like)} DCGM-like metric(s) ({', '.join(dcgm_like[:6])}"
+                       f"{' ...' if len(dcgm_like) > 6 else ''}) but none gpuinsight reads; it maps {supported} "
+                       "and their lower-case and dcgm-exporter 1.x names")
+    if not mapped and not any(n.startswith(("kube_pod_", "kube_node_")) for n in names):
+        raise BadInput(f"{where}: no dcgm-exporter or kube-state-metrics series gpuinsight reads "
+                       f"({len(names)} metric name(s) seen)")
 
 
 @dataclass
@@ -193,19 +366,26 @@ class SeriesBatch:
     start: datetime | None = None
     end: datetime | None = None
     notes: list[str] = field(default_factory=list)
-    # gpu_samples rows built by the caller (the Prometheus path decodes DCGM answers straight
-    # into rows); ``series`` then holds only what the other tables need
+    # gpu_samples rows (with HINT) built by the caller (the Prometheus path decodes DCGM answers
+    # straight into rows); ``series`` then holds only what the other tables need
     samples: pl.DataFrame | None = None
-    nonfinite_dropped: int = 0
     pods: pl.DataFrame | None = None  # likewise ksm_rows(series), if the caller made them
     nodes: pl.DataFrame | None = None
     # False: the batch is not known complete (a partial answer), so the cursor stays put
     advance_cursor: bool = True
 
 
-def ksm_rows(series: pl.DataFrame, cluster: str, source: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``pods`` and ``nodes`` rows from a batch's kube-state-metrics series."""
-    return ksm_pods(series, cluster, source=source.split(":")[0]), ksm_nodes(series, cluster)
+def ksm_rows(series: pl.DataFrame, cluster: str, source: str, stats: TransformStats,
+             facts: dict[str, tuple[str, int]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``pods`` and ``nodes`` rows from a batch's kube-state-metrics series (``facts``: the price
+    catalog's GPU facts, :func:`gpu_facts`); node models still to fill from the GPUs."""
+    return (ksm_pods(series, cluster, source=source.split(":")[0], notes=stats.ksm_notes),
+            ksm_nodes(series, cluster, notes=stats.ksm_notes, facts=facts))
+
+
+def gpu_facts(wh: Warehouse) -> dict[str, tuple[str, int]]:
+    with wh._lock:
+        return catalog_gpu_facts(wh.con)
 
 
 def load_series(
@@ -219,8 +399,15 @@ def load_series(
     step_s: int | None = None,
     details: dict[str, object] | None = None,
     on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
+    origin: str | None = None,
+    stats: TransformStats | None = None,
+    directory: NodeDirectory | None = None,
 ) -> LoadReport:
     """Transform and load batches; each batch is one transaction (data, rollup and cursor).
+
+    ``stats`` and ``directory``: given by a caller that makes ``gpu_samples`` rows itself
+    (:attr:`SeriesBatch.samples`) with the same counts and node evidence; ``directory`` gets
+    the warehouse's nodes and pods before the first batch is asked for.
 
     A crash between batches leaves every committed batch and its cursor; a crash inside one
     leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits.
@@ -229,7 +416,11 @@ def load_series(
     run_id = uuid.uuid4().hex[:12]
     info = {"window": [t.isoformat() if t else None for t in window] if window else None, **(details or {})}
     set_state(wh, source, scope, status="running", details=info, run_id=run_id)
-    nonfinite = 0
+    stats = stats if stats is not None else TransformStats(origin=origin)
+    # what the warehouse knows of nodes and pod placements, read once; each batch adds its own
+    directory = directory if directory is not None else NodeDirectory()
+    with wh._lock:
+        directory.extend_from_warehouse(wh.con, cfg.cluster)
     total = 0
     held = False
     try:
@@ -237,10 +428,8 @@ def load_series(
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
             held = held or not batch.advance_cursor
-            stats: dict[str, int] = {}
             rows = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
-                             rows_before=total)
-            nonfinite += stats.get("nonfinite_dropped", 0)
+                             rows_before=total, directory=directory)
             for table, n in rows.items():
                 report.add(table, n)
             total += rows.get("gpu_samples", 0)
@@ -249,8 +438,9 @@ def load_series(
     except BaseException as exc:
         set_state(wh, source, scope, status="failed", details={**info, "error": type(exc).__name__})
         raise
-    if nonfinite:
-        report.notes.append(f"skipped {nonfinite:,} NaN/Inf samples")
+    report.notes.extend(stats.notes())
+    info["dropped_readings"] = stats.dropped.total()
+    info["unmatched_gpus"] = len(stats.unmatched)
     set_state(wh, source, scope, status="partial" if held else "complete",
               details={**info, "notes": report.notes} if report.notes else info, rows_loaded=total)
     return report
@@ -258,17 +448,24 @@ def load_series(
 
 def _load_one(
     wh: Warehouse, cfg: Config, batch: SeriesBatch, *, source: str, scope: str,
-    stats: dict[str, int], info: dict[str, object], rows_before: int,
+    stats: TransformStats, info: dict[str, object], rows_before: int, directory: NodeDirectory,
 ) -> dict[str, int]:
     cluster = cfg.cluster
+    check_ksm_values(batch.series, source, LINE if LINE in batch.series.columns else None)
     if batch.samples is None:
-        samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats)
+        directory.add_series(batch.series)
+        server_dropped(batch.series, stats)
+        samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats, nodes=directory,
+                               node_labels=cfg.node_labels)
     else:
         samples = batch.samples
-        stats["nonfinite_dropped"] = batch.nonfinite_dropped
     gpus = gpu_inventory(samples)
-    pods, nodes = (batch.pods, batch.nodes) if batch.pods is not None and batch.nodes is not None else \
-        ksm_rows(batch.series, cluster, source)
+    samples = samples.drop(HINT)
+    if batch.pods is None or batch.nodes is None:
+        pods, nodes = ksm_rows(batch.series, cluster, source, stats, gpu_facts(wh))
+    else:
+        pods, nodes = batch.pods, batch.nodes
+    nodes = fill_node_models(nodes, gpus)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)

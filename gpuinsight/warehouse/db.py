@@ -37,7 +37,7 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         first = str(exc).splitlines()[0]
         if "not a valid DuckDB database" in first:
@@ -45,6 +45,17 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
         raise RuntimeFailure(f"{path}: cannot open warehouse: {first}") from exc
     except duckdb.Error as exc:
         raise BadInput(f"{path}: not a DuckDB warehouse: {exc}") from exc
+    return without_progress_bar(con)
+
+
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """DuckDB's own progress bar writes to stdout during long queries, which corrupts
+    `recommend --format json` and friends (gpuinsight.progress reports on a terminal instead).
+    Under Jupyter DuckDB refuses to change the setting without ipywidgets, and draws no text
+    bar there anyway: then it is left as it is."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("SET enable_progress_bar = false")
+    return con
 
 
 class Warehouse:
@@ -54,8 +65,22 @@ class Warehouse:
         self.path = Path(path)
         self.con = connect(self.path, read_only=read_only)
         self._lock = threading.RLock()
+        # table -> its columns, read from information_schema once per table and connection (every
+        # merge checks its batch against them); emptied whenever this process changes the schema
+        self._columns: dict[str, tuple[str, ...]] = {}
         if not read_only:
-            migrate(self.con)
+            self.migrate()
+
+    def migrate(self, root: Path | None = None) -> list[int]:
+        """Apply the pending schema migrations (``queries/schema/``, or ``root``)."""
+        try:
+            return migrate(self.con, root)
+        finally:
+            self.schema_changed()
+
+    def schema_changed(self) -> None:
+        """Forget the cached table columns: call after DDL (migrations, rebuilt model tables)."""
+        self._columns.clear()
 
     # -- plumbing --------------------------------------------------------------------------
     def close(self) -> None:
@@ -79,13 +104,20 @@ class Warehouse:
             self.con.execute("COMMIT")
 
     def columns(self, table: str) -> list[str]:
-        rows = self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-            [table],
-        ).fetchall()
-        if not rows:
+        """The table's columns in order; an unknown table is a RuntimeFailure (names are checked
+        here before they are quoted into SQL)."""
+        if table not in self._columns:  # one catalog query reads every table's columns
+            with self._lock:
+                rows = self.con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                                        "ORDER BY table_name, ordinal_position").fetchall()
+            found: dict[str, list[str]] = {}
+            for name, column in rows:
+                found.setdefault(name, []).append(column)
+            self._columns = {name: tuple(cols) for name, cols in found.items()}
+        cached = self._columns.get(table)
+        if cached is None:
             raise RuntimeFailure(f"unknown warehouse table {table!r}")
-        return [r[0] for r in rows]
+        return list(cached)
 
     def count(self, table: str) -> int:
         self.columns(table)  # validates the name against the catalog before it is quoted

@@ -24,17 +24,28 @@ def _transform() -> Query:
 
 
 def rebuild_gpu_hourly(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> int:
-    """Recompute ``gpu_hourly`` for every hour ``samples`` falls in; returns the rows now there."""
+    """Recompute ``gpu_hourly`` for every hour ``samples`` falls in; returns the rows now there.
+
+    With a ``cluster`` column only those clusters' hours are rebuilt (a sharded collection of one
+    cluster leaves the others' rollups alone); without it, every cluster's.
+    """
     if samples.height == 0:
         return 0
     bounds = samples.select(pl.col("ts").dt.truncate("1h").min().alias("h0"),
                             pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
+    clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
+                                  else [None])
     q = _transform()
-    # The transform rebuilds those hours for every cluster, so all of them are cleared first.
-    con.execute("DELETE FROM gpu_hourly WHERE hour BETWEEN ? AND ?", list(bounds))
-    try:
-        con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1]}))
-    except duckdb.Error as exc:
-        raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
-    row = con.execute("SELECT count(*) FROM gpu_hourly WHERE hour BETWEEN ? AND ?", list(bounds)).fetchone()
-    return int(row[0]) if row else 0
+    rows = 0
+    for cluster in clusters:
+        scope = [*bounds, cluster]
+        con.execute("DELETE FROM gpu_hourly WHERE hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)",
+                    [*scope, cluster])
+        try:
+            con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1], "cluster": cluster}))
+        except duckdb.Error as exc:
+            raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
+        row = con.execute("SELECT count(*) FROM gpu_hourly WHERE hour BETWEEN ? AND ? "
+                          "AND (?::VARCHAR IS NULL OR cluster = ?)", [*scope, cluster]).fetchone()
+        rows += int(row[0]) if row else 0
+    return rows

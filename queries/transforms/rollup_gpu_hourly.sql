@@ -2,8 +2,10 @@
 -- grain: one row per GPU (or MIG instance) per clock hour per holder pod
 -- param: hour_from TIMESTAMP = NULL -- first hour to rebuild
 -- param: hour_to TIMESTAMP = NULL -- last hour to rebuild (inclusive)
+-- param: cluster VARCHAR = NULL -- only this cluster's hours (NULL: every cluster)
 -- description: rebuilds gpu_hourly from gpu_samples for the hours a load touched (the caller
---   deletes those hours first, in the same transaction). Means are weighted by each sample's
+--   deletes those hours first, in the same transaction), for the cluster the load was about:
+--   collecting one cluster never re-aggregates another's samples. Means are weighted by each sample's
 --   step; covered_s is capped at the hour. Loaders fill the *_max columns (the value itself
 --   for raw samples), so the max is taken over them alone.
 INSERT INTO gpu_hourly
@@ -28,4 +30,5 @@ SELECT
 FROM gpu_samples
 WHERE ts >= coalesce($hour_from, '-infinity'::TIMESTAMP)
   AND ts < coalesce($hour_to, 'infinity'::TIMESTAMP - INTERVAL 1 HOUR) + INTERVAL 1 HOUR
+  AND ($cluster IS NULL OR cluster = $cluster)
 GROUP BY cluster, date_trunc('hour', ts), gpu_uuid, mig_instance, namespace, pod

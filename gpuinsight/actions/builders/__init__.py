@@ -1,26 +1,26 @@
-"""Turn recommendations into actions: one builder module per rule kind.
+"""Turn recommendations into actions: one builder module per finding kind.
 
 Each builder module has ``refs(rec, state)`` (the objects it needs to see, so a live state can
 be fetched first) and ``build(rec, state)`` (the actions). Builders never talk to a cluster.
+Which module builds which kind is registered with the rule (``gpuinsight.rules.registry``).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 from types import ModuleType
 from typing import Any
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders import binpack, idle, mig, queue, sharing, spot
 from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import get, leaf_pointers, norm
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.rules.registry import KINDS
 
-BUILDERS: dict[str, ModuleType] = {
-    "idle": idle, "mig": mig, "mps": sharing, "timeslice": sharing,
-    "spot": spot, "binpack": binpack, "queue": queue,
-}
+BUILDERS: dict[str, ModuleType] = {name: importlib.import_module(kind.builder) for name, kind in KINDS.items()}
 
 
 def _builder(rec: Recommendation) -> ModuleType:
@@ -85,10 +85,13 @@ def ordered_actions(plan: Plan | list[Recommendation], only: set[str] | None = N
     chosen = [(i, a) for i, rec in enumerate(recs) if only is None or rec.id in only for a in rec.actions]
     chosen.sort(key=lambda ia: (model.phase_index(ia[1]), ia[0]))
     out: list[dict[str, Any]] = []
+    seen: set[str] = set()
     owner: dict[tuple[str, str], tuple[Any, str]] = {}
     for _, action in chosen:
-        if any(_same(action, prev) for prev in out):
+        key = _identity(action)
+        if key in seen:
             continue
+        seen.add(key)
         cfg = model.apply_config(action)
         if cfg is not None:
             ref = model.action_ref(action)
@@ -103,9 +106,10 @@ def ordered_actions(plan: Plan | list[Recommendation], only: set[str] | None = N
     return out
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _identity(action: dict[str, Any]) -> str:
+    """What makes two actions the same change (one key per action: deduplication stays linear)."""
     ignore = ("recommendation", "description", "observed")
-    return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
+    return json.dumps({k: v for k, v in action.items() if k not in ignore}, sort_keys=True, default=str)
 
 
 __all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "required_refs"]

@@ -3,14 +3,16 @@
 Actions, in apply order: the Volcano scheduler ConfigMap with the binpack plugin weighting
 ``nvidia.com/gpu`` (the rest of the conf is kept as read), the Karpenter NodePool's
 ``consolidationPolicy: WhenEmptyOrUnderutilized``, a cordon per freed node, then one drain per
-gang (all its pods evicted together) or per non-gang pod. A move list that splits a gang, moves
-a pod that is not where the plan says, leaves GPU pods behind on a "freed" node, or evicts more
-pods than a PodDisruptionBudget allows is refused.
+gang (all its pods evicted together, wherever they run) or per other pod. Pods of a PodGroup
+whose minMember is below its pod count are a gang only up to minMember: they are drained one
+at a time, at most (pods - minMember) of them. A move list that splits a strict gang, moves a
+pod that is not where the plan says, leaves GPU pods behind on a "freed" node (other than
+those another finding of the plan takes away, ``proposed.pods_leaving``), or evicts more pods
+than a PodDisruptionBudget allows is refused.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import yaml
@@ -21,6 +23,7 @@ from gpuinsight.actions.patching import pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Recommendation
+from gpuinsight.rules.disruption import allowed_disruptions, selector_matches
 
 SCHEDULER_CM = Ref("ConfigMap", "volcano-system", "volcano-scheduler-configmap")
 CONF_KEY = "volcano-scheduler.conf"
@@ -114,16 +117,24 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     return actions
 
 
+def _min_member(state: ClusterState, namespace: str, gang: str) -> int | None:
+    obj = state.get(Ref("PodGroup", namespace, gang))
+    value = ((obj or {}).get("spec") or {}).get("minMember")
+    return int(value) if isinstance(value, int | float) else None
+
+
 def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
              ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
-    """Group moved pods into eviction batches: a whole gang, or one pod. Refuses gang splits."""
-    gangs: dict[str, tuple[list[str], list[dict[str, str]], str]] = {}
+    """Group moved pods into eviction batches: a whole strict gang, or one pod. Refuses gang
+    splits (and moving more of an elastic gang than its minMember leaves room for)."""
+    gangs: dict[str, tuple[list[str], list[dict[str, str]], list[str]]] = {}
     singles: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
     seen: set[tuple[str, str]] = set()
+    pods_by_name = {(p["namespace"], p["name"]): p for p in state.pods}  # one pass, not one per pod
     for i, move in enumerate(moves):
         ns, src, dest = move.get("namespace") or rec.namespace, move.get("from"), str(move.get("to"))
         for pod in move.get("pods") or []:
-            row = state.pod(str(ns), str(pod))
+            row = pods_by_name.get((str(ns), str(pod)))
             if row is not None and src and row.get("node") and row["node"] != src:
                 raise fail(rec, f"proposed.moves[{i}].pods", f"pod {ns}/{pod} runs on {row['node']}, not {src}")
             gang = (row or {}).get("podgroup") or move.get("gang")
@@ -133,64 +144,76 @@ def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any
             seen.add(key)
             entry = {"namespace": str(ns), "name": str(pod)}
             if gang:
-                nodes, pods, _ = gangs.setdefault(f"{ns}/{gang}", ([], [], dest))
+                nodes, pods, dests = gangs.setdefault(f"{ns}/{gang}", ([], [], []))
                 pods.append(entry)
                 if src and src not in nodes:
                     nodes.append(str(src))
+                if dest not in dests:
+                    dests.append(dest)
             else:
                 singles.append((None, [str(src)], [entry], dest))
-    for gang_key, (_nodes, pods, _) in gangs.items():
+    batches: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
+    for gang_key, (nodes, pods, dests) in gangs.items():
         ns, _, gang = gang_key.partition("/")
         members = {p["name"] for p in state.gang_pods(ns, gang)}
         left = sorted(members - {p["name"] for p in pods})
+        least = _min_member(state, ns, gang)
+        if left and least is not None and least < len(members):
+            if len(members) - len(pods) < least:
+                raise fail(rec, "proposed.moves", f"would leave {len(members) - len(pods)} of gang {gang_key} "
+                                                  f"running, below its minMember {least}")
+            # elastic: each pod on its own, one at a time, the rest keep the gang's minimum running
+            pod_nodes = {p["name"]: (pods_by_name.get((ns, p["name"])) or {}).get("node") for p in pods}
+            singles += [(None, [str(pod_nodes[p["name"]] or nodes[0])], [p], ", ".join(dests)) for p in pods]
+            continue
         if left:
             raise fail(rec, "proposed.moves", f"would split gang {gang_key}: {len(pods)} of {len(members)} pods "
                                               f"move, {', '.join(left)} stay")
-    return [(g, n, p, d) for g, (n, p, d) in gangs.items()] + singles
+        batches.append((gang_key, nodes, pods, ", ".join(dests)))
+    return batches + singles
 
 
 def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], batches: list[Any]) -> None:
     moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
+    # pods other findings of the plan take away first (scaled to zero, moved to MIG or shared GPUs)
+    leaving = {(str(p.get("namespace")), str(p.get("pod"))) for p in rec.proposed.get("pods_leaving") or []
+               if isinstance(p, dict)}
+    on: dict[str, list[dict[str, Any]]] = {}
+    for p in state.pods:
+        on.setdefault(str(p.get("node")), []).append(p)
     for node in freed:
-        stay = [f"{p['namespace']}/{p['name']}" for p in state.pods_on(node)
-                if (p.get("gpu_request") or 0) > 0 and (p["namespace"], p["name"]) not in moved]
+        stay = [f"{p['namespace']}/{p['name']}" for p in on.get(node, [])
+                if (p.get("gpu_request") or 0) > 0 and (p["namespace"], p["name"]) not in moved | leaving]
         if stay:
             raise fail(rec, "proposed.nodes_freed", f"node {node} keeps GPU pods {', '.join(stay)}")
 
 
-def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        ok = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
-              "Exists": key in labels, "DoesNotExist": key not in labels}.get(op, False)
-        if not ok:
-            return False
-    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
-
-
-def allowed_disruptions(pdb: dict[str, Any], expected: int, healthy: int) -> int:
-    def count(value: str) -> int:
-        value = str(value)
-        return math.ceil(float(value[:-1]) * expected / 100) if value.endswith("%") else int(value)
-
-    if pdb.get("min_available") is not None:
-        return max(0, healthy - count(pdb["min_available"]))
-    if pdb.get("max_unavailable") is not None:
-        return max(0, count(pdb["max_unavailable"]) - (expected - healthy))
-    return expected
+def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[str, str]], int]]:
+    """Each PDB with the pods it covers and the disruptions it allows, computed once per plan:
+    every binpack recommendation checks the same PDBs against the same pods (at fleet scale,
+    recomputing it per recommendation was PDBs x pods x recommendations selector matches)."""
+    key = (id(state.pods), len(state.pods), id(state.pdbs), len(state.pdbs))
+    cached = state.planned.get("binpack.pdb_coverage")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    by_ns: dict[str, list[dict[str, Any]]] = {}
+    for p in state.pods:
+        by_ns.setdefault(p["namespace"], []).append(p)
+    out = []
+    for pdb in state.pdbs:
+        covered = [p for p in by_ns.get(pdb["namespace"], [])
+                   if selector_matches(pdb.get("selector") or {}, p.get("labels") or {})]
+        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
+        out.append((pdb, {(p["namespace"], p["name"]) for p in covered},
+                    allowed_disruptions(pdb, len(covered), healthy)))
+    state.planned["binpack.pdb_coverage"] = (key, out)
+    return out
 
 
 def _check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
     moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
-    for pdb in state.pdbs:
-        covered = [p for p in state.pods if p["namespace"] == pdb["namespace"]
-                   and _matches(pdb.get("selector") or {}, p.get("labels") or {})]
-        evicted = [p for p in covered if (p["namespace"], p["name"]) in moved]
-        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
-        allowed = allowed_disruptions(pdb, len(covered), healthy)
+    for pdb, covered, allowed in _pdb_coverage(state):
+        evicted = covered & moved
         if len(evicted) > allowed:
             raise fail(rec, "proposed.moves", f"would evict {len(evicted)} pods covered by PodDisruptionBudget "
                                               f"{pdb['namespace']}/{pdb['name']}, which allows {allowed}")

@@ -1,8 +1,18 @@
-"""Helpers the per-rule builders share: workload references, pinning patches, quantities."""
+"""Helpers the per-rule builders share: workload references, pinning, Volcano Job manifest
+patches, quantities.
+
+A change to a workload's pod templates is built in one of two ways. A Deployment, StatefulSet
+or CronJob is changed in place (server-side apply, or a guarded JSON patch where a field must
+go). A submitted Volcano Job cannot be changed (Volcano's admission webhook refuses every spec
+change but ``minAvailable`` and task ``replicas``), so its change is a ``manifest-patch``
+(:func:`manifest_patch`): the exact JSON patch for the manifest it is next submitted from.
+"""
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 from gpuinsight.actions import model
@@ -46,7 +56,8 @@ def patchable(ref: Ref) -> bool:
 
 def readable(refs: list[Ref]) -> list[Ref]:
     """The refs a live refresh can GET (kinds gpuinsight knows)."""
-    return [r for r in refs if r.kind in PATCHABLE or r.kind in ("Node", "ConfigMap", "Queue", "NodePool", "Pod")]
+    return [r for r in refs if r.kind in PATCHABLE or r.kind in (
+        "Node", "ConfigMap", "Queue", "NodePool", "Pod", "RayCluster", "RayJob", "RayService", "ScaledObject")]
 
 
 def quantity(value: Any) -> int | str:
@@ -68,73 +79,127 @@ def nest(ptr: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def pod_specs(state: ClusterState, ref: Ref) -> list[tuple[str, str | None]]:
-    """(pod-spec pointer, Volcano task name) of a workload: one per task for a Volcano Job."""
-    if ref.kind != "VolcanoJob":
-        return [(TEMPLATES[ref.kind], None)]
-    obj = state.get(ref)
-    tasks = get(obj, "/spec/tasks") if obj else None
-    if not tasks:
-        return [("/spec/tasks/0/template/spec", None)]
-    return [(f"/spec/tasks/{i}/template/spec", t.get("name")) for i, t in enumerate(tasks)]
-
-
-def task_guard(ref: Ref, spec_ptr: str, task: str | None) -> list[dict[str, Any]]:
-    if ref.kind == "VolcanoJob" and task is not None:
-        return [{"op": "test", "path": spec_ptr.removesuffix("/template/spec") + "/name", "value": task}]
-    return []
-
-
-VOLCANO_NOTE = ("; Volcano's admission webhook refuses template changes on an existing Job: if the dry run "
-                "says so, apply the change to the job manifest and resubmit")
-
-
 def unpatchable(ref: Ref, what: str) -> dict[str, Any]:
     if ref.kind == "Pod":
         return model.note(f"{ref.key} is a bare Pod (spec immutable): recreate it {what}", ref.key)
     return model.note(f"{ref.key}: gpuinsight does not patch a {ref.kind}; change its pod template {what}", ref.key)
 
 
+def unobserved(ref: Ref, change: str) -> dict[str, Any]:
+    """The step for a change that must merge with pod-template fields nobody has seen: a note,
+    never a patch that would replace them (what the warehouse keeps holds no pod templates)."""
+    return model.note(f"{ref.key}: {change}; its spec was not observed, so no patch is built (it would replace "
+                      f"what the pod templates hold): run recommend with --context (live cluster) or --from-dir "
+                      f"(kubectl dumps)", ref.key)
+
+
+# -- Volcano Jobs: changes for the manifest ---------------------------------------------------
+MANIFEST_NOTE = ("A submitted Volcano Job's spec cannot change (its admission webhook refuses everything but "
+                 "minAvailable and task replicas): apply this patch to the job's manifest (kubectl patch --local "
+                 "-f JOB.yaml --type=json) and resubmit it; nothing is changed in the cluster")
+SpecOps = Callable[[str, dict[str, Any]], list[dict[str, Any]]]  # (pod-spec pointer, pod spec) -> JSON patch ops
+
+
+def asks_gpu(spec: dict[str, Any]) -> bool:
+    """Whether a pod spec's containers ask for an NVIDIA resource (whole GPUs, slices, replicas)."""
+    return any(name.startswith("nvidia.com/") for c in spec.get("containers") or []
+               for section in ("limits", "requests") for name in ((c.get("resources") or {}).get(section) or {}))
+
+
+def volcano_tasks(state: ClusterState, ref: Ref) -> list[dict[str, Any]] | None:
+    """A Volcano Job's tasks when every task's pod template was observed (live or dumped)."""
+    obj = state.get(ref)
+    tasks = get(obj, "/spec/tasks") if obj else None
+    if not tasks or not all(isinstance(t, dict) and isinstance(t.get("template"), dict) for t in tasks):
+        return None
+    return tasks
+
+
+def manifest_patch(state: ClusterState, ref: Ref, change: str, spec_ops: SpecOps,
+                   fields: tuple[str, ...]) -> dict[str, Any]:
+    """A Volcano Job's workload change as a ``manifest-patch`` (inert: apply skips it, emit writes
+    it for the manifest): ``spec_ops`` on the pod template of every task asking for GPUs (all
+    tasks if none does; a CPU-only task such as a parameter server stays where it runs), each
+    guarded by a ``test`` of the task's name. Without observed templates, a note."""
+    tasks = volcano_tasks(state, ref)
+    if tasks is None:
+        return unobserved(ref, change)
+    spec_of = [(t["template"].get("spec") or {}) for t in tasks]
+    moved = [i for i, spec in enumerate(spec_of) if asks_gpu(spec)] or list(range(len(tasks)))
+    ops: list[dict[str, Any]] = []
+    for i in moved:
+        ops.append({"op": "test", "path": f"/spec/tasks/{i}/name", "value": tasks[i].get("name")})
+        ops += spec_ops(f"/spec/tasks/{i}/template/spec", spec_of[i])
+    names = ", ".join(str(tasks[i].get("name")) for i in moved)
+    text = f"{ref.key}: {change}, on the template of every task asking for GPUs: {names}. {MANIFEST_NOTE}"
+    seen = [f"/spec/tasks/{i}/template/spec/{f}" for i in moved for f in fields]
+    return model.k8s_patch(ref, ops, "workload", text, state.observe(ref, seen), kind="manifest-patch")
+
+
+# -- pinning a workload ---------------------------------------------------------------------
+def tolerates(tolerations: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
+    """Whether ``tolerations`` already tolerate the taint ``wanted`` is meant for (the scheduler's rule)."""
+    for tol in tolerations:
+        if tol.get("effect") and tol["effect"] != wanted.get("effect"):
+            continue
+        if tol.get("key") and tol["key"] != wanted.get("key"):
+            continue
+        if (tol.get("operator") or "Equal") == "Exists" or (
+                tol.get("key") and tol.get("value", "") == wanted.get("value", "")):
+            return True
+    return False
+
+
+def merged_tolerations(current: Any, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A pod template's tolerations with ``wanted`` added (nothing dropped or reordered)."""
+    kept = [copy.deepcopy(t) for t in current or [] if isinstance(t, dict)]
+    return kept + [dict(t) for t in wanted if not tolerates(kept, t)]
+
+
+def selector_ops(spec_ptr: str, spec: dict[str, Any], selector: dict[str, str]) -> list[dict[str, Any]]:
+    """JSON patch ops adding ``selector`` to a pod spec's nodeSelector (its other entries kept)."""
+    if spec.get("nodeSelector"):
+        return [{"op": "add", "path": f"{spec_ptr}/nodeSelector/{escape(k)}", "value": v} for k, v in selector.items()]
+    return [{"op": "add", "path": spec_ptr + "/nodeSelector", "value": dict(selector)}]
+
+
+def toleration_ops(spec_ptr: str, spec: dict[str, Any], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """JSON patch ops setting the merged tolerations, guarded by a ``test`` of the current list."""
+    if not wanted:
+        return []
+    guard = ([{"op": "test", "path": spec_ptr + "/tolerations", "value": copy.deepcopy(spec["tolerations"])}]
+             if "tolerations" in spec else [])
+    return [*guard, {"op": "add", "path": spec_ptr + "/tolerations",
+                     "value": merged_tolerations(spec.get("tolerations"), wanted)}]
+
+
 def pin_workload(state: ClusterState, ref: Ref, node_selector: dict[str, str],
                  tolerations: list[dict[str, Any]] | None, why: str) -> dict[str, Any]:
-    """One action adding ``node_selector`` (and ``tolerations``) to a workload's pod template."""
-    tolerations = tolerations or []
+    """The step adding ``node_selector`` (and ``tolerations``, merged with the template's own) to
+    a workload's pod templates: a server-side apply for a Deployment, StatefulSet or CronJob,
+    a ``manifest-patch`` for a Volcano Job. Server-side apply treats ``tolerations`` as one
+    atomic list, so tolerations are only sent with the template's own, never in their place:
+    when the template was not observed the step is a note."""
+    tolerations = list(tolerations or [])
+    keys = ", ".join(str(t.get("key")) for t in tolerations)
+    change = f"nodeSelector {node_selector}" + (f" and toleration {keys} added to its own" if tolerations else "")
     if not patchable(ref):
-        return unpatchable(ref, f"with nodeSelector {node_selector} to {why}")
+        return unpatchable(ref, f"with {change} to {why}")
+    fields = ("nodeSelector", "tolerations") if tolerations else ("nodeSelector",)
+    if ref.kind == "VolcanoJob":
+        return manifest_patch(state, ref, f"{why} ({change})", lambda ptr, spec: [
+            *selector_ops(ptr, spec, node_selector), *toleration_ops(ptr, spec, tolerations)], fields)
+    tmpl = TEMPLATES[ref.kind]
     obj = state.get(ref)
-    if ref.kind in TEMPLATES:
-        tmpl = TEMPLATES[ref.kind]
-        spec: dict[str, Any] = {"nodeSelector": dict(node_selector)}
-        paths = [tmpl + pointer("nodeSelector", k) for k in node_selector]
-        if tolerations:
-            known = get(obj, tmpl + "/tolerations") if obj and state.is_known(ref, tmpl) else None
-            merged = list(known or [])
-            spec["tolerations"] = merged + [t for t in tolerations if t not in merged]
-            paths.append(tmpl + "/tolerations")
-        cfg = ref.skeleton() | nest(tmpl, spec)
-        return model.k8s_apply(cfg, "workload", f"{ref.key}: {why} (nodeSelector {node_selector})",
-                               state.observe(ref, paths))
-    ops: list[dict[str, Any]] = []
-    live = obj is not None and state.is_known(ref, "/spec/tasks")
-    for spec_ptr, task in pod_specs(state, ref):
-        ops += task_guard(ref, spec_ptr, task)
-        current_sel = get(obj, spec_ptr + "/nodeSelector") if live else None
-        if current_sel:
-            ops += [{"op": "add", "path": f"{spec_ptr}/nodeSelector/{escape(k)}", "value": v}
-                    for k, v in node_selector.items()]
-        else:
-            ops.append({"op": "add", "path": spec_ptr + "/nodeSelector", "value": dict(node_selector)})
-        if tolerations:
-            current_tol = get(obj, spec_ptr + "/tolerations") if live else None
-            if current_tol:
-                ops += [{"op": "add", "path": spec_ptr + "/tolerations/-", "value": t}
-                        for t in tolerations if t not in current_tol]
-            else:
-                ops.append({"op": "add", "path": spec_ptr + "/tolerations", "value": list(tolerations)})
-    text = f"{ref.key}: {why} (nodeSelector {node_selector} on every task template)"
-    if not live:
-        text += "; job spec not observed, so the patch sets the whole nodeSelector/tolerations"
-    return model.k8s_patch(ref, ops, "workload", text + VOLCANO_NOTE, state.observe(ref, ["/spec/tasks"]))
+    spec: dict[str, Any] = {"nodeSelector": dict(node_selector)}
+    paths = [tmpl + pointer("nodeSelector", k) for k in node_selector]
+    if tolerations:
+        if obj is None or not state.is_known(ref, tmpl):
+            return unobserved(ref, f"to {why} its pod template needs {change}")
+        spec["tolerations"] = merged_tolerations(get(obj, tmpl + "/tolerations"), tolerations)
+        paths.append(tmpl + "/tolerations")
+    cfg = ref.skeleton() | nest(tmpl, spec)
+    return model.k8s_apply(cfg, "workload", f"{ref.key}: {why} ({change})", state.observe(ref, paths))
 
 
 def gpus_of(state: ClusterState, ref: Ref) -> float:

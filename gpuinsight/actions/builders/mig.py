@@ -2,10 +2,14 @@
 
 The node gets ``nvidia.com/mig.config=<layout>`` (the GPU Operator's mig-manager applies it),
 unless it already runs a MIG layout (then it is left alone and the workload is pinned to that
-layout's free slices). Each whole ``nvidia.com/gpu`` a container asks for becomes one slice
-(``nvidia.com/mig-1g.10gb``, mixed strategy), and the workload gets a ``nvidia.com/mig.config``
+layout's free slices). In every container that asks for ``nvidia.com/gpu``, the whole GPU
+becomes one slice (``nvidia.com/mig-1g.10gb``, mixed strategy) in both ``requests`` and
+``limits`` (the API server refuses an extended-resource request that differs from its limit),
+and ``nvidia.com/gpu`` is removed from both; the workload gets a ``nvidia.com/mig.config``
 nodeSelector. Removing a resource needs a JSON patch; ``test`` operations on the container name
-and the current value make a drifted workload fail the patch (and the dry run).
+and the current values make a drifted workload fail the patch (and the dry run). A Volcano Job
+gets the same operations as a ``manifest-patch`` for its manifest (its spec cannot change once
+submitted; ``common.manifest_patch``).
 """
 
 from __future__ import annotations
@@ -15,12 +19,11 @@ from typing import Any
 from gpuinsight.actions import model
 from gpuinsight.actions.builders.common import (
     TEMPLATES,
-    VOLCANO_NOTE,
     fail,
+    manifest_patch,
     patchable,
-    pod_specs,
     readable,
-    task_guard,
+    selector_ops,
     unpatchable,
     workload_ref,
 )
@@ -88,46 +91,57 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
 
 def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource: str | None,
                     layout: str) -> dict[str, Any]:
-    obj = state.get(ref)
-    live = obj is not None and state.is_known(ref, "/spec")
-    ops: list[dict[str, Any]] = []
-    for spec_ptr, task in pod_specs(state, ref):
-        ops += task_guard(ref, spec_ptr, task)
-        containers = get(obj, spec_ptr + "/containers") if live else None
+    what = (f"each {GPU} -> one {resource} (requests and limits)" if resource
+            else f"keeps {GPU} (mig.strategy single)")
+    change = f"{what}, nodeSelector {MIG_LABEL}={layout}"
+
+    def spec_ops(spec_ptr: str, spec: dict[str, Any] | None) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = []
         if resource is not None:
-            if containers is None:
-                ops += _swap(spec_ptr + "/containers/0", None, {"limits": 1}, resource)
-            for j, c in enumerate(containers or []):
+            if spec is None:
+                ops += _swap(spec_ptr + "/containers/0", None, {"limits": 1, "requests": 1}, resource, None)
+            for j, c in enumerate((spec or {}).get("containers") or []):
                 res = c.get("resources") or {}
                 sections = {s: res[s][GPU] for s in ("limits", "requests") if GPU in (res.get(s) or {})}
                 if sections:
-                    ops += _swap(f"{spec_ptr}/containers/{j}", c.get("name"), sections, resource)
-        selector = get(obj, spec_ptr + "/nodeSelector") if live else None
-        if selector:
-            ops.append({"op": "add", "path": f"{spec_ptr}/nodeSelector/{escape(MIG_LABEL)}", "value": layout})
-        else:
-            ops.append({"op": "add", "path": spec_ptr + "/nodeSelector", "value": {MIG_LABEL: layout}})
-    if resource is not None and not any(op["op"] == "remove" for op in ops):
-        raise fail(rec, "target", f"{ref.key}: no container asks for {GPU}; nothing to move to {resource}")
-    what = f"each {GPU} -> one {resource}" if resource else f"keeps {GPU} (mig.strategy single)"
-    text = f"{ref.key}: {what}, nodeSelector {MIG_LABEL}={layout}"
-    if not live:
-        text += "; workload spec not observed: the patch edits container 0 and fails if it asks for no GPU"
+                    ops += _swap(f"{spec_ptr}/containers/{j}", c.get("name"), sections, resource, res)
+        return ops + selector_ops(spec_ptr, spec or {}, {MIG_LABEL: layout})
+
     if ref.kind == "VolcanoJob":
-        text += VOLCANO_NOTE
-    paths = ["/spec/tasks"] if ref.kind == "VolcanoJob" else [TEMPLATES[ref.kind] + "/containers",
-                                                              TEMPLATES[ref.kind] + "/nodeSelector"]
-    return model.k8s_patch(ref, ops, "workload", text, state.observe(ref, paths))
+        action = manifest_patch(state, ref, change, spec_ops, ("containers", "nodeSelector"))
+        ops = action.get("patch") or []
+    else:
+        tmpl = TEMPLATES[ref.kind]
+        obj = state.get(ref)
+        live = obj is not None and state.is_known(ref, "/spec")
+        ops = spec_ops(tmpl, get(obj, tmpl) if live else None)
+        text = f"{ref.key}: {change}"
+        if not live:
+            text += "; workload spec not observed: the patch edits container 0 and fails if it asks for no GPU"
+        action = model.k8s_patch(ref, ops, "workload", text, state.observe(ref, [tmpl + "/containers",
+                                                                                 tmpl + "/nodeSelector"]))
+    if action["type"] != "note" and resource is not None and not any(op["op"] == "remove" for op in ops):
+        raise fail(rec, "target", f"{ref.key}: no container asks for {GPU}; nothing to move to {resource}")
+    return action
 
 
-def _swap(cptr: str, name: str | None, sections: dict[str, Any], resource: str) -> list[dict[str, Any]]:
+def _swap(cptr: str, name: str | None, sections: dict[str, Any], resource: str,
+          resources: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Remove ``nvidia.com/gpu`` where the container has it and ask for the same count of
+    ``resource`` in both limits and requests (a section the container lacks is created)."""
     ops: list[dict[str, Any]] = []
     if name is not None:
         ops.append({"op": "test", "path": cptr + "/name", "value": name})
+    count = sections.get("limits", sections.get("requests"))
     for section, value in sections.items():
         base = f"{cptr}/resources/{section}"
         if name is not None:
             ops.append({"op": "test", "path": f"{base}/{escape(GPU)}", "value": value})
         ops.append({"op": "remove", "path": f"{base}/{escape(GPU)}"})
-        ops.append({"op": "add", "path": f"{base}/{escape(resource)}", "value": value})
+    for section in ("limits", "requests"):
+        base = f"{cptr}/resources/{section}"
+        if section in sections or (resources is not None and section in resources):
+            ops.append({"op": "add", "path": f"{base}/{escape(resource)}", "value": count})
+        else:  # the container has no such section yet: create it
+            ops.append({"op": "add", "path": base, "value": {resource: count}})
     return ops

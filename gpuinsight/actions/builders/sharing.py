@@ -2,7 +2,9 @@
 
 Three steps: a device-plugin config entry (ConfigMap ``gpu-operator/device-plugin-config``,
 one key per config name), the node label ``nvidia.com/device-plugin.config=<name>`` that makes
-the device plugin on that node use it, and a nodeSelector pinning each workload to the node.
+the device plugin on that node use it, and a nodeSelector on that same label for each workload:
+the workload follows the sharing configuration, not a host name (a replaced node that gets the
+label takes the workload back; ``kubernetes.io/hostname`` would pin it to one machine).
 The GPU Operator must point its device plugin at that ConfigMap (ClusterPolicy
 ``devicePlugin.config.name``). The rules emit one recommendation per group member (``target.member``);
 each pins its member, and the shared config and label are deduplicated across them.
@@ -12,6 +14,7 @@ not one already using another device-plugin config or claimed by another group i
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import yaml
@@ -30,6 +33,7 @@ SHARING_KEYS = {"mps": "mps", "time-slicing": "timeSlicing"}
 RULE_SHARING = {"mps": "mps", "timeslice": "time-slicing"}
 
 
+@functools.cache
 def config_document(sharing: str, replicas: int) -> str:
     doc = {"version": "v1", "sharing": {SHARING_KEYS[sharing]: {
         "renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}]}}}
@@ -103,6 +107,7 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
         actions.append(model.label(node, {CONFIG_LABEL: name}, f"node {node}: {CONFIG_LABEL} "
                                    f"{current or '(unset)'} -> {name} (device plugin restarts on the node)", observed))
     for ref in pinned:
-        actions.append(pin_workload(state, ref, {"kubernetes.io/hostname": node}, None,
-                                    f"share {node}'s GPUs ({sharing}, group of {len(group)})"))
+        actions.append(pin_workload(state, ref, {CONFIG_LABEL: name}, None,
+                                    f"share the GPUs of the node labelled {CONFIG_LABEL}={name} ({node}; "
+                                    f"{sharing}, group of {len(group)})"))
     return actions

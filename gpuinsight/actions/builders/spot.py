@@ -5,7 +5,16 @@ a ``gpuinsight.io/spot`` NoSchedule taint (only workloads that tolerate it land 
 limits; the on-demand pool's empty nodes are consolidated away by Karpenter itself.
 EKS managed node groups: ``create_nodegroup(capacityType=SPOT)`` copied from the on-demand group,
 then ``update_nodegroup_config`` lowering the on-demand group by the nodes only this workload used.
-In both cases the workload gets the capacity-type nodeSelector and the toleration.
+In both cases the workload's pod templates (every GPU task of a Volcano Job) get a nodeSelector
+naming the new pool (its capacity type and its name: another spot pool may hold other GPUs) and
+the spot toleration merged into the tolerations they already have (the new pool
+keeps the source pool's taints, e.g. ``nvidia.com/gpu``, so dropping a toleration would leave the
+pods Pending). A Deployment, StatefulSet or CronJob is changed in place (server-side apply of
+the selector entry and the merged list). A Volcano Job's spec cannot change once submitted (its
+admission webhook refuses it), so its change is a ``manifest-patch``: the exact JSON patch for
+the manifest it is next submitted from. Without the live (or dumped) pod templates the merge
+cannot be computed, and the step is a note saying so rather than a patch that would replace them
+(both through ``common.pin_workload``, which the sharing builder uses too).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import Any
 
 from gpuinsight.actions import model
 from gpuinsight.actions.builders.common import ceil_div, fail, gpus_of, pin_workload, readable, workload_ref
+from gpuinsight.actions.redact import redact
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Recommendation
@@ -51,12 +61,13 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     actions: list[dict[str, Any]] = []
     if kind == "karpenter":
         if existing is None or "spot" not in (existing.get("capacity_types") or []):
-            actions.append(_karpenter_pool(rec, state, ref, new, old))
-        selector = {CAPACITY_REQ: "spot"}
+            actions += _karpenter_pool(rec, state, ref, new, old)
+        # the new pool by name: capacity-type alone would also match other spot pools (other GPUs)
+        selector = {CAPACITY_REQ: "spot", "karpenter.sh/nodepool": new}
     else:
         if existing is None:
             actions += _eks_groups(rec, state, ref, new, old)
-        selector = {"eks.amazonaws.com/capacityType": "SPOT"}
+        selector = {"eks.amazonaws.com/capacityType": "SPOT", "eks.amazonaws.com/nodegroup": new}
     actions.append(pin_workload(state, ref, selector, [TOLERATION], f"run on spot nodes of {new}"))
     if kind == "karpenter":
         actions.append(model.note(f"on-demand pool {old or '?'}: Karpenter consolidates the nodes {ref.key} "
@@ -76,8 +87,32 @@ def _source_pool(rec: Recommendation, state: ClusterState, old: str) -> dict[str
     return pool
 
 
-def _karpenter_pool(rec: Recommendation, state: ClusterState, ref: Ref, new: str, old: str) -> dict[str, Any]:
-    spec = copy.deepcopy(_source_pool(rec, state, old)["spec"])
+def _without_credentials(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` without the entries that look like credentials (a plan is stored and reviewed as
+    text, so they are not copied; the note names them so a person can add them to the copy)."""
+    dropped: list[str] = []
+
+    def walk(node: Any, where: str) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if redact({key: value}) != {key: value} and not isinstance(value, dict | list):
+                    dropped.append(f"{where}.{key}".lstrip("."))
+                    continue
+                out[key] = walk(value, f"{where}.{key}")
+            return out
+        if isinstance(node, list):
+            return [walk(v, f"{where}[{i}]") for i, v in enumerate(node)]
+        return node
+
+    return walk(copy.deepcopy(doc), ""), dropped
+
+
+def _karpenter_pool(rec: Recommendation, state: ClusterState, ref: Ref, new: str, old: str) -> list[dict[str, Any]]:
+    spec, dropped = _without_credentials(_source_pool(rec, state, old)["spec"])
+    notes = [model.note(f"new NodePool {new}: not copied from {old} because they look like credentials: "
+                        f"{', '.join(dropped)}; add them by hand if the new nodes need them", f"NodePool/{new}")
+             ] if dropped else []
     spec.pop("replicas", None)  # a static pool cannot become a dynamic one; the copy is dynamic
     tmpl = spec.setdefault("template", {}).setdefault("spec", {})
     reqs = [r for r in tmpl.get("requirements") or [] if r.get("key") != CAPACITY_REQ]
@@ -97,8 +132,9 @@ def _karpenter_pool(rec: Recommendation, state: ClusterState, ref: Ref, new: str
     obj = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
            "metadata": {"name": new, "labels": {"app.kubernetes.io/managed-by": "gpuinsight"}}, "spec": spec}
     observed = {"exists": False, "fields": {}}
-    return model.k8s_apply(obj, "node-pool", f"new NodePool {new}: copy of {old} on spot capacity"
-                           f"{' ' + ','.join(types) if types else ''}, taint {TAINT_KEY}, GPU limit {limit}", observed)
+    return [model.k8s_apply(obj, "node-pool", f"new NodePool {new}: copy of {old} on spot capacity"
+                            f"{' ' + ','.join(types) if types else ''}, taint {TAINT_KEY}, GPU limit {limit}",
+                            observed), *notes]
 
 
 def _eks_groups(rec: Recommendation, state: ClusterState, ref: Ref, new: str, old: str) -> list[dict[str, Any]]:
@@ -112,12 +148,16 @@ def _eks_groups(rec: Recommendation, state: ClusterState, ref: Ref, new: str, ol
                             "instanceTypes": _types(rec) or list(src.get("instanceTypes") or []),
                             "scalingConfig": {"minSize": 0, "maxSize": max(nodes_needed, int(scaling.get("maxSize") or 1)),
                                               "desiredSize": nodes_needed}}
-    args.update({k: copy.deepcopy(src[k]) for k in EKS_COPY if src.get(k)})
+    copied, dropped = _without_credentials({k: src[k] for k in EKS_COPY if src.get(k)})
+    args.update(copied)
+    notes = [model.note(f"new node group {new}: not copied from {old} because they look like credentials: "
+                        f"{', '.join(dropped)}; add them by hand if the new nodes need them", f"aws:eks/{new}")
+             ] if dropped else []
     args["taints"] = [t for t in src.get("taints") or [] if t.get("key") != TAINT_KEY] + [
         {"key": TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"}]
     actions = [model.eks("create_nodegroup", args, "node-pool",
                          f"EKS {cluster}: new SPOT node group {new} ({nodes_needed} nodes) copied from {old}",
-                         copy_from=old, observed={"exists": False})]
+                         copy_from=old, observed={"exists": False}), *notes]
     mine = {(p["namespace"], p["name"]) for p in state.workload_pods(ref.namespace or "", ref.kind, ref.name)}
     pool_nodes = [n for n, row in state.nodes.items() if row.get("node_pool") == old]
     freed = [n for n in pool_nodes if (pods := [p for p in state.pods_on(n) if (p.get("gpu_request") or 0) > 0])

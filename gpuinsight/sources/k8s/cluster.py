@@ -16,6 +16,7 @@ from gpuinsight.sources.k8s.common import (
     resource_list,
     to_json,
 )
+from gpuinsight.sources.plausible import MAX_DEVICES_PER_CLUSTER
 
 CAPACITY_TYPES = ("on-demand", "reserved", "spot")
 DEFAULT_CONSOLIDATION = "WhenEmptyOrUnderutilized"
@@ -53,7 +54,7 @@ def nodepool_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "name": name,
         "kind": "karpenter",
         "capacity_types": to_json(capacity_types(requirements)),
-        "limits": to_json(resource_list(spec, "limits")) if "limits" in spec else None,
+        "limits": to_json(resource_list(spec, "limits", gpu_limit=MAX_DEVICES_PER_CLUSTER)) if "limits" in spec else None,
         # the CRD defaults it server-side; older v1beta1 pools say WhenUnderutilized
         "consolidation_policy": get_str(spec, "disruption", "consolidationPolicy") or DEFAULT_CONSOLIDATION,
         "spec": to_json(spec),
@@ -97,7 +98,8 @@ def event_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     last = (get_time(obj, "lastTimestamp") or get_time(obj, "deprecatedLastTimestamp")
             or get_time(obj, "series", "lastObservedTime") or event_time or first)
     ctx.observe(last)
-    count = get_int(obj, "count") or get_int(obj, "deprecatedCount") or get_int(obj, "series", "count") or 1
+    count = (get_int(obj, "count", lo=0) or get_int(obj, "deprecatedCount", lo=0)
+             or get_int(obj, "series", "count", lo=0) or 1)
     return {
         "cluster": ctx.cluster,
         "uid": uid,

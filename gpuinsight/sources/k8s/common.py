@@ -7,13 +7,16 @@ mappers. A mapper raises :class:`MapError` naming the field; the caller adds fil
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
+
+from gpuinsight.sources.plausible import INT32_MAX, INT32_MIN, MAX_DEVICES_PER_OBJECT, time_problem
 
 
 class MapError(ValueError):
@@ -35,6 +38,8 @@ class MapContext:
     source: str
     observed_at: datetime | None = None
     latest: datetime | None = field(default=None)
+    # instance type -> (GPU model, GPU count) from the loaded price catalogs, for nodes without GPU labels
+    instance_facts: dict[str, tuple[str, int]] | None = None
 
     def observe(self, ts: datetime | None) -> None:
         if ts is not None and (self.latest is None or ts > self.latest):
@@ -94,19 +99,24 @@ def require_str(obj: Any, *path: str) -> str:
     return value
 
 
-def get_int(obj: Any, *path: str) -> int | None:
+def get_int(obj: Any, *path: str, lo: int = INT32_MIN, hi: int = INT32_MAX, where: str = "") -> int | None:
+    """An integer field within ``lo..hi`` (default: the int32 the Kubernetes schemas declare);
+    ``where`` prefixes the field path in messages when ``obj`` is a part of the object."""
     value = _walk(obj, path)
     if value is None:
         return None
+    where = ".".join((where, *path) if where else path)
     if isinstance(value, bool):
-        raise MapError(".".join(path), "expected an integer, got a boolean")
+        raise MapError(where, "expected an integer, got a boolean")
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
-        return int(value)
-    raise MapError(".".join(path), f"expected an integer, got {value!r}")
+        out = value
+    elif isinstance(value, float) and value.is_integer() or isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,30}", value.strip()):
+        out = int(value)
+    else:
+        raise MapError(where, f"expected an integer, got {str(value)[:40]!r}")
+    if not lo <= out <= hi:
+        raise MapError(where, f"{str(out)[:30]} is out of range ({lo}..{hi})")
+    return out
 
 
 def get_bool(obj: Any, *path: str) -> bool | None:
@@ -131,18 +141,30 @@ _FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 def parse_time(value: Any, field_path: str) -> datetime | None:
-    """RFC 3339 (``Time`` and ``MicroTime``) -> naive UTC datetime; empty -> None."""
+    """RFC 3339 (``Time`` and ``MicroTime``) -> naive UTC datetime; empty -> None.
+
+    YAML dumps of older kubectl versions leave times unquoted, which YAML reads as timestamps:
+    those are taken as they are. A time before 2000 or in the future is refused (it would
+    stretch every window)."""
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, date):
+        ts = datetime(value.year, value.month, value.day)
+    elif not isinstance(value, str):
         raise MapError(field_path, f"expected an RFC 3339 time, got {_kind(value)}")
-    text = _FRACTION.sub(r"\1", value.strip())
-    try:
-        ts = datetime.fromisoformat(text)
-    except ValueError:
-        raise MapError(field_path, f"not an RFC 3339 time: {value!r}") from None
+    else:
+        text = _FRACTION.sub(r"\1", value.strip())
+        try:
+            ts = datetime.fromisoformat(text)
+        except ValueError:
+            raise MapError(field_path, f"not an RFC 3339 time: {value[:60]!r}") from None
     if ts.tzinfo is not None:
         ts = ts.astimezone(UTC).replace(tzinfo=None)
+    problem = time_problem(ts)
+    if problem:
+        raise MapError(field_path, f"implausible time: {problem}")
     return ts
 
 
@@ -166,11 +188,33 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k
 
 
 def parse_quantity(value: Any, field_path: str) -> float:
-    """A Kubernetes resource.Quantity ("8", "500m", "16Gi", "1e3", 2.5) as a float."""
+    """A Kubernetes resource.Quantity ("8", "500m", "16Gi", "1e3", 2.5) as a float; negative,
+    NaN and infinite quantities are refused (the API server never stores them)."""
+    out = _quantity(value, field_path)
+    if not math.isfinite(out) or out < 0:
+        raise MapError(field_path, f"{value!r} is not a valid quantity (must be finite and >= 0)")
+    return out
+
+
+def gpu_quantity(value: Any, field_path: str, limit: int) -> float:
+    """A GPU resource (whole devices: the device plugin advertises integers, the API server
+    refuses fractions of extended resources) up to ``limit``."""
+    out = parse_quantity(value, field_path)
+    if out != int(out) or out > limit:
+        raise MapError(field_path, f"{str(value)[:30]!r} is not a plausible number of GPU devices "
+                                   f"(whole, 0..{limit})")
+    return out
+
+
+def _quantity(value: Any, field_path: str) -> float:
     if isinstance(value, bool):
         raise MapError(field_path, "expected a quantity, got a boolean")
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        if abs(value) > 1 << 63:
+            raise MapError(field_path, f"{str(value)[:30]} is out of range for a quantity")
         return float(value)
+    if isinstance(value, float):
+        return value
     if not isinstance(value, str):
         raise MapError(field_path, f"expected a quantity, got {_kind(value)}")
     m = _QUANTITY.match(value.strip())
@@ -189,10 +233,13 @@ def parse_quantity(value: Any, field_path: str) -> float:
     return float(num)
 
 
-def resource_list(obj: Any, *path: str) -> dict[str, float]:
-    """A ResourceList (``{"nvidia.com/gpu": "8", "memory": "16Gi"}``) with numeric values."""
+def resource_list(obj: Any, *path: str, gpu_limit: int | None = None) -> dict[str, float]:
+    """A ResourceList (``{"nvidia.com/gpu": "8", "memory": "16Gi"}``) with numeric values; GPU
+    resources must be whole devices up to ``gpu_limit`` (default: what one node can hold)."""
     where = ".".join(path)
-    return {str(k): parse_quantity(v, f"{where}.{k}") for k, v in get_map(obj, *path).items()}
+    limit = gpu_limit or MAX_DEVICES_PER_OBJECT
+    return {str(k): gpu_quantity(v, f"{where}.{k}", limit) if is_device_resource(str(k))
+            else parse_quantity(v, f"{where}.{k}") for k, v in get_map(obj, *path).items()}
 
 
 GPU = "nvidia.com/gpu"
@@ -203,6 +250,13 @@ def is_gpu_resource(name: str) -> bool:
     """NVIDIA resources (whole GPUs, MIG slices, shared replicas) and other vendors' GPUs."""
     lowered = name.lower()
     return lowered.startswith("nvidia.com/") or "gpu" in lowered
+
+
+def is_device_resource(name: str) -> bool:
+    """GPU resources counted in whole devices (NVIDIA's device plugin, ``<vendor>/gpu``), unlike
+    GPU-memory or GPU-core shares such as ``volcano.sh/vgpu-memory`` (MiB)."""
+    lowered = name.lower()
+    return lowered.startswith("nvidia.com/") or lowered.endswith("/gpu")
 
 
 # -- output ---------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Read one kubectl dump (``-o json`` / ``-o yaml``) into a list of objects.
 
-Accepts a ``List`` (``{"kind": "List", "items": [...]}`` or a typed ``NodeList``), a bare JSON
-array, a single object, and multi-document YAML. Syntax errors become :class:`BadInput`
-naming the file, line and column.
+Accepts a ``List`` (``{"kind": "List", "items": [...]}`` or a typed ``NodeList``, whose items
+may omit their kind), a bare JSON array, a single object, and multi-document YAML (``---``).
+Syntax errors, bytes that are not UTF-8 and items that are not objects become
+:class:`BadInput` naming the file, line and column (or item).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import orjson
 import yaml
 
 from gpuinsight.errors import BadInput
+from gpuinsight.textfile import decode_utf8
 
 EXTENSIONS = (".json", ".yaml", ".yml")
 
@@ -44,6 +46,9 @@ def _parse_yaml(path: Path, data: bytes) -> list[Any]:
         where = f"line {mark.line + 1} col {mark.column + 1}: " if mark else ""
         what = exc.problem or exc.context or "invalid YAML"
         raise BadInput(f"{path}: {where}{what}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL, a control byte)
+        line = data.count(b"\n", 0, exc.position) + 1
+        raise BadInput(f"{path}: line {line}: invalid YAML: character 0x{exc.character:02x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
@@ -53,14 +58,21 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not data.strip():
+    text = decode_utf8(data, str(path))
+    if not text.strip():
         raise BadInput(f"{path}: line 1 col 1: empty file (expected a kubectl List)")
-    docs = _parse_json(path, data) if path.suffix == ".json" else _parse_yaml(path, data)
+    docs = _parse_json(path, data) if path.suffix == ".json" else _parse_yaml(path, text.encode())
     items: list[Any] = []
     for doc in docs:
         if isinstance(doc, list):
             items.extend(doc)
         elif isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            implied = doc.get("kind")
+            # a typed list (PodList, QueueList...) says its items' kind; a plain List does not
+            if isinstance(implied, str) and implied.endswith("List") and implied != "List":
+                for item in doc["items"]:
+                    if isinstance(item, dict):
+                        item.setdefault("kind", implied.removesuffix("List"))
             items.extend(doc["items"])
         elif isinstance(doc, dict) and "items" in doc and doc.get("items") is None:
             continue  # `kubectl get` of nothing in some versions: items: null

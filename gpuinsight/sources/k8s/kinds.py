@@ -11,6 +11,7 @@ from gpuinsight.sources.k8s.cluster import event_row, nodepool_row, pdb_row
 from gpuinsight.sources.k8s.common import MapContext
 from gpuinsight.sources.k8s.nodes import node_row
 from gpuinsight.sources.k8s.pods import pod_row
+from gpuinsight.sources.k8s.ray import raycluster_row, rayjob_row, rayservice_row, scaledobject_row
 from gpuinsight.sources.k8s.volcano import podgroup_row, queue_row, vcjob_row
 
 Mapper = Callable[[dict[str, Any], MapContext], dict[str, Any]]
@@ -48,6 +49,15 @@ KINDS: tuple[Kind, ...] = (
     Kind("pdbs", "PodDisruptionBudget", _contract("pdbs", "namespace", "name", what="PodDisruptionBudgets"),
          pdb_row, "policy", ("v1",), "poddisruptionbudgets"),
     Kind("events", "Event", _contract("events", "uid", what="Events"), event_row, plural="events"),
+    Kind("rayclusters", "RayCluster", _contract("rayclusters", "namespace", "name", what="KubeRay RayClusters"),
+         raycluster_row, "ray.io", ("v1",), "rayclusters", crd=True),
+    Kind("rayjobs", "RayJob", _contract("rayjobs", "namespace", "name", what="KubeRay RayJobs"),
+         rayjob_row, "ray.io", ("v1",), "rayjobs", crd=True),
+    Kind("rayservices", "RayService", _contract("rayservices", "namespace", "name", what="KubeRay RayServices"),
+         rayservice_row, "ray.io", ("v1",), "rayservices", crd=True),
+    Kind("scaledobjects", "ScaledObject",
+         _contract("scaled_objects", "namespace", "name", what="KEDA ScaledObjects"),
+         scaledobject_row, "keda.sh", ("v1alpha1",), "scaledobjects", crd=True),
 )
 
 BY_STEM = {k.stem: k for k in KINDS}

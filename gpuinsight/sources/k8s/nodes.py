@@ -1,4 +1,9 @@
-"""Node -> ``nodes`` row: instance type, capacity type, node pool, GPU model/count, sharing."""
+"""Node -> ``nodes`` row: instance type, capacity type, node pool, GPU model/count, sharing.
+
+:func:`node_facts` is the one reading of node labels: the kubectl-dump / API path and the
+kube-state-metrics path (:mod:`gpuinsight.sources.prom.ksm`, after turning its sanitised label
+names back into these keys) both use it, so they agree on pools, capacity types and models.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,26 @@ EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY = "eks.amazonaws.com/capacityType"
 _EKS_CAPACITY = {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}
 SHARING = "nvidia.com/gpu.sharing-strategy"
+# The node-pool label of each platform, first match wins: Karpenter (v1beta1+, and the
+# Provisioner of v0.x), EKS managed node groups, GKE node pools, AKS agent pools (the
+# prefixed label since 2021, the bare one before).
+POOL_LABELS: tuple[tuple[str, str], ...] = (
+    (KARPENTER_POOL, "karpenter"), ("karpenter.sh/provisioner-name", "karpenter"),
+    (EKS_NODEGROUP, "eks-nodegroup"), ("cloud.google.com/gke-nodepool", "gke-nodepool"),
+    ("kubernetes.azure.com/agentpool", "aks-agentpool"), ("agentpool", "aks-agentpool"),
+)
+# Spot / preemptible markers of platforms without Karpenter's or EKS' capacity-type label.
+SPOT_LABELS: tuple[tuple[str, str], ...] = (
+    ("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"),
+    ("kubernetes.azure.com/scalesetpriority", "spot"), ("node.kubernetes.io/lifecycle", "spot"),
+)
+GPU_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
+              "nvidia.com/gpu.slices.gi", "nvidia.com/gpu.present", "nvidia.com/mig.config", "nvidia.com/mig.strategy",
+              SHARING, "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-memory",
+              "karpenter.k8s.aws/instance-gpu-count", "cloud.google.com/gke-accelerator")
+# Every label key the node facts read (kube-state-metrics needs them allow-listed).
+KNOWN_NODE_LABELS: tuple[str, ...] = (*INSTANCE_TYPE, *ZONE, KARPENTER_CAPACITY, EKS_CAPACITY,
+                                      *(k for k, _ in POOL_LABELS), *(k for k, _ in SPOT_LABELS), *GPU_LABELS)
 
 
 def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str | None:
@@ -51,17 +76,30 @@ def capacity_type(labels: dict[str, str]) -> str | None:
     value = labels.get(EKS_CAPACITY)
     if value:
         return _EKS_CAPACITY.get(value.upper(), value.lower())
-    if labels.get("cloud.google.com/gke-spot") == "true" or labels.get("node.kubernetes.io/lifecycle") == "spot":
+    if any(labels.get(k, "").lower() == v for k, v in SPOT_LABELS):
         return "spot"
     return None
 
 
 def node_pool(labels: dict[str, str]) -> tuple[str | None, str | None]:
-    if labels.get(KARPENTER_POOL):
-        return labels[KARPENTER_POOL], "karpenter"
-    if labels.get(EKS_NODEGROUP):
-        return labels[EKS_NODEGROUP], "eks-nodegroup"
+    """(pool name, pool kind) from the platform's node-pool label."""
+    for key, kind in POOL_LABELS:
+        if labels.get(key):
+            return labels[key], kind
     return None, None
+
+
+def zone_of_provider(provider_id: str | None) -> str | None:
+    """The zone in a provider ID: ``aws:///us-east-1a/i-0abc`` and ``gce://project/us-east1-c/name``."""
+    if not provider_id:
+        return None
+    scheme, _, rest = provider_id.partition("://")
+    parts = rest.strip("/").split("/")
+    if scheme == "aws" and len(parts) == 2:
+        return parts[0] or None
+    if scheme == "gce" and len(parts) == 3:
+        return parts[1] or None
+    return None
 
 
 def gpu_model_of(labels: dict[str, str]) -> tuple[str | None, str | None]:
@@ -75,21 +113,22 @@ def gpu_model_of(labels: dict[str, str]) -> tuple[str | None, str | None]:
     name = labels.get("karpenter.k8s.aws/instance-gpu-name")
     if name:
         return canonical_gpu_model(name, _num(labels.get("karpenter.k8s.aws/instance-gpu-memory"))), None
+    accelerator = labels.get("cloud.google.com/gke-accelerator")  # e.g. nvidia-tesla-t4, nvidia-l4
+    if accelerator:
+        return canonical_gpu_model(accelerator.lower().removeprefix("nvidia-").removeprefix("tesla-").upper()), None
     return None, None
 
 
-def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_type: str | None) -> int | None:
+def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_type: str | None,
+                 facts: dict[str, tuple[str, int]] | None = None) -> int | None:
     """Physical GPUs. Under the MIG single strategy and time-slicing, ``nvidia.com/gpu.count``
     and the capacity count devices or replicas, so the instance's own figure comes first."""
     karpenter = _num(labels.get("karpenter.k8s.aws/instance-gpu-count"))
     if karpenter is not None:
         return int(karpenter)
-    if instance_type:
-        from gpuinsight.sources.prices import instance_gpu_facts
-
-        facts = instance_gpu_facts().get(instance_type)
-        if facts:
-            return facts[1]
+    fact = _instance_facts(instance_type, facts)
+    if fact:
+        return fact[1]
     product = labels.get("nvidia.com/gpu.product") or ""
     count = _num(labels.get("nvidia.com/gpu.count"))
     if "-MIG-" in product and count:
@@ -104,7 +143,47 @@ def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_ty
         return max(1, int(round(advertised / max(replicas, 1.0))))
     if any(k.startswith("nvidia.com/mig-") and v > 0 for k, v in capacity.items()):
         return None  # MIG mixed strategy without a count label: unknown
-    return 0 if labels.get("nvidia.com/gpu.present") != "true" else None
+    named = labels.get("nvidia.com/gpu.present") == "true" or gpu_model_of(labels)[0] is not None
+    return None if named else 0  # labels say GPUs are there, but not how many: unknown
+
+
+def _instance_facts(instance_type: str | None, facts: dict[str, tuple[str, int]] | None) -> tuple[str, int] | None:
+    """(GPU model, GPU count) of an instance type from the price catalogs (the loaded ones, then
+    the shipped default)."""
+    if not instance_type:
+        return None
+    if facts and instance_type in facts:
+        return facts[instance_type]
+    from gpuinsight.sources.prices import instance_gpu_facts
+
+    return instance_gpu_facts().get(instance_type)
+
+
+def node_facts(labels: dict[str, str], capacity: dict[str, float],
+               facts: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
+    """Instance type, capacity type, pool, GPU model/product/count, MIG, sharing and zone of a
+    node from its labels and capacity (Kubernetes resource names). Without GPU labels the
+    model comes from the instance type via the price catalog (``facts``, else the shipped one)."""
+    instance_type = _first(labels, INSTANCE_TYPE)
+    pool, pool_kind = node_pool(labels)
+    model, product = gpu_model_of(labels)
+    if model is None:
+        fact = _instance_facts(instance_type, facts)
+        model = fact[0] if fact and fact[1] else None
+    count = gpu_count_of(labels, capacity, instance_type, facts)
+    has_gpu = bool(count) or any(is_gpu_resource(k) and v > 0 for k, v in capacity.items())
+    return {
+        "instance_type": instance_type,
+        "capacity_type": capacity_type(labels),
+        "node_pool": pool,
+        "node_pool_kind": pool_kind,
+        "gpu_model": model,
+        "gpu_product": product,
+        "gpu_count": count,
+        "mig_config": labels.get("nvidia.com/mig.config"),
+        "sharing_strategy": labels.get(SHARING) or ("none" if has_gpu else None),
+        "zone": _first(labels, ZONE),
+    }
 
 
 def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
@@ -112,12 +191,8 @@ def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     labels = str_map(obj, "metadata", "labels")
     raw_capacity = resource_list(obj, "status", "capacity")
     capacity = {k: v for k, v in raw_capacity.items() if "/" in k or k in ("cpu", "memory")}
-    instance_type = _first(labels, INSTANCE_TYPE)
-    pool, pool_kind = node_pool(labels)
-    model, product = gpu_model_of(labels)
-    count = gpu_count_of(labels, raw_capacity, instance_type)
-    has_gpu = bool(count) or any(is_gpu_resource(k) and v > 0 for k, v in raw_capacity.items())
-    sharing = labels.get(SHARING) or ("none" if has_gpu else None)
+    facts = node_facts(labels, raw_capacity, ctx.instance_facts)
+    provider_id = get_str(obj, "spec", "providerID")
     for cond in get_list(obj, "status", "conditions"):
         if isinstance(cond, dict):
             ctx.observe(get_time(cond, "lastHeartbeatTime"))
@@ -127,17 +202,9 @@ def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     return {
         "cluster": ctx.cluster,
         "node": name,
-        "instance_type": instance_type,
-        "capacity_type": capacity_type(labels),
-        "node_pool": pool,
-        "node_pool_kind": pool_kind,
-        "gpu_model": model,
-        "gpu_product": product,
-        "gpu_count": count,
-        "mig_config": labels.get("nvidia.com/mig.config"),
-        "sharing_strategy": sharing,
-        "zone": _first(labels, ZONE),
-        "provider_id": get_str(obj, "spec", "providerID"),
+        **facts,
+        "zone": facts["zone"] or zone_of_provider(provider_id),
+        "provider_id": provider_id,
         "labels": to_json(labels),
         "capacity": to_json(capacity),
         "first_seen": created,

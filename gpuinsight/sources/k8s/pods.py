@@ -14,6 +14,8 @@ from gpuinsight.sources.k8s.common import (
     get_map,
     get_str,
     get_time,
+    gpu_quantity,
+    is_device_resource,
     is_gpu_resource,
     owner_ref,
     parse_quantity,
@@ -21,6 +23,7 @@ from gpuinsight.sources.k8s.common import (
     str_map,
     to_json,
 )
+from gpuinsight.sources.plausible import MAX_DEVICES_PER_OBJECT
 
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 QUEUE_LABEL = "volcano.sh/queue-name"
@@ -77,7 +80,9 @@ def container_resources(container: dict[str, Any], where: str) -> dict[str, floa
     for name in set(requests) | set(limits):
         raw = requests[name] if name in requests else limits[name]
         src = "requests" if name in requests else "limits"
-        out[str(name)] = parse_quantity(raw, f"{where}.resources.{src}.{name}")
+        path = f"{where}.resources.{src}.{name}"
+        out[str(name)] = (gpu_quantity(raw, path, MAX_DEVICES_PER_OBJECT) if is_device_resource(str(name))
+                          else parse_quantity(raw, path))
     return out
 
 

@@ -20,6 +20,7 @@ from gpuinsight.sources.k8s.common import (
     to_json,
 )
 from gpuinsight.sources.k8s.pods import effective_gpu_requests, mig_of
+from gpuinsight.sources.plausible import MAX_DEVICES_PER_CLUSTER
 
 ALIVE_PODGROUP = ("Pending", "Running", "Inqueue", "Unknown")
 DONE_JOB = ("Completed", "Terminated", "Failed", "Aborted")
@@ -28,16 +29,17 @@ DONE_JOB = ("Completed", "Terminated", "Failed", "Aborted")
 def queue_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     name = require_str(obj, "metadata", "name")
     spec = get_map(obj, "spec")
-    capability = resource_list(spec, "capability")
-    deserved = resource_list(spec, "deserved")
-    guarantee = resource_list(spec, "guarantee", "resource")
-    allocated = resource_list(obj, "status", "allocated")
+    # cluster-wide resource lists; bounds from the Queue CRD (weight 1..65535)
+    capability = resource_list(spec, "capability", gpu_limit=MAX_DEVICES_PER_CLUSTER)
+    deserved = resource_list(spec, "deserved", gpu_limit=MAX_DEVICES_PER_CLUSTER)
+    guarantee = resource_list(spec, "guarantee", "resource", gpu_limit=MAX_DEVICES_PER_CLUSTER)
+    allocated = resource_list(obj, "status", "allocated", gpu_limit=MAX_DEVICES_PER_CLUSTER)
     ctx.observe(get_time(obj, "metadata", "creationTimestamp"))
     reclaimable = get_bool(spec, "reclaimable")
     return {
         "cluster": ctx.cluster,
         "name": name,
-        "weight": get_int(spec, "weight") if spec.get("weight") is not None else 1,
+        "weight": get_int(obj, "spec", "weight", lo=1, hi=65535) if spec.get("weight") is not None else 1,
         "capability": to_json(capability) if "capability" in spec else None,
         "deserved": to_json(deserved) if "deserved" in spec else None,
         "guarantee": to_json(guarantee) if get_map(spec, "guarantee").get("resource") is not None else None,
@@ -72,8 +74,9 @@ def podgroup_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "name": name,
         "uid": get_str(obj, "metadata", "uid"),
         "queue": get_str(spec, "queue"),
-        "min_member": get_int(spec, "minMember"),
-        "min_resources": to_json(resource_list(spec, "minResources")) if "minResources" in spec else None,
+        "min_member": get_int(obj, "spec", "minMember", lo=0),
+        "min_resources": to_json(resource_list(spec, "minResources", gpu_limit=MAX_DEVICES_PER_CLUSTER))
+        if "minResources" in spec else None,
         "phase": phase,
         "owner_kind": owner.get("kind"),
         "owner_name": owner.get("name"),
@@ -92,8 +95,9 @@ def _task(task: Any, i: int) -> dict[str, Any]:
     mig_profile, mig_count = mig_of(requests)
     return {
         "name": get_str(task, "name") or f"task-{i}",
-        "replicas": get_int(task, "replicas") if task.get("replicas") is not None else 1,
-        "min_available": get_int(task, "minAvailable"),
+        "replicas": get_int(task, "replicas", lo=0, where=f"spec.tasks[{i}]") if task.get("replicas") is not None
+        else 1,
+        "min_available": get_int(task, "minAvailable", lo=0, where=f"spec.tasks[{i}]"),
         "gpus_per_pod": requests.get(GPU, 0.0),
         "mig_profile": mig_profile,
         "mig_per_pod": mig_count,
@@ -119,12 +123,12 @@ def vcjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "name": name,
         "uid": get_str(obj, "metadata", "uid"),
         "queue": get_str(spec, "queue") or "default",
-        "min_available": get_int(spec, "minAvailable"),
-        "max_retry": get_int(spec, "maxRetry") if spec.get("maxRetry") is not None else 3,
+        "min_available": get_int(obj, "spec", "minAvailable", lo=0),
+        "max_retry": get_int(obj, "spec", "maxRetry", lo=0) if spec.get("maxRetry") is not None else 3,
         "policies": to_json(policies),
         "tasks": to_json(tasks),
         "phase": phase,
-        "retry_count": get_int(status, "retryCount") or 0,
+        "retry_count": get_int(obj, "status", "retryCount", lo=0) or 0,
         "created": created,
         "last_seen": None,
         "_alive": phase not in DONE_JOB,

@@ -22,6 +22,7 @@ from gpuinsight.sources.k8s.common import MapContext, MapError, to_json, utcnow
 from gpuinsight.sources.k8s.dumpfile import item_label
 from gpuinsight.sources.k8s.kinds import BY_STEM, KINDS, Kind
 from gpuinsight.sources.k8s.nodes import eks_nodegroup_rows
+from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.warehouse.db import Warehouse, to_polars
 
 _DUCK_TO_POLARS: dict[str, pl.DataType] = {
@@ -30,7 +31,11 @@ _DUCK_TO_POLARS: dict[str, pl.DataType] = {
 }
 _LEAST = ("first_seen", "first_ts")
 _GREATEST = ("last_seen", "last_ts")
-_EXPECTED_GROUPS = {"events": ("", "events.k8s.io"), "pdbs": ("policy",)}
+# API groups besides the kind's own: events.k8s.io Events, and the kube-batch group Volcano's
+# PodGroups and Queues had before v0.2 (scheduling.incubator.k8s.io/v1alpha1, e.g. volcano#153).
+_EXPECTED_GROUPS = {"events": ("", "events.k8s.io"), "pdbs": ("policy",),
+                    "podgroups": ("scheduling.volcano.sh", "scheduling.incubator.k8s.io"),
+                    "queues": ("scheduling.volcano.sh", "scheduling.incubator.k8s.io")}
 
 
 def table_schema(wh: Warehouse, table: str) -> dict[str, pl.DataType]:
@@ -42,8 +47,12 @@ def table_schema(wh: Warehouse, table: str) -> dict[str, pl.DataType]:
 
 def _check_kind(kind: Kind, item: dict[str, Any]) -> None:
     declared = item.get("kind")
-    if declared is not None and declared != kind.kind:
-        raise MapError("kind", f"expected {kind.kind}, got {declared!r}")
+    if declared is None:
+        # kubectl writes every item's kind (typed lists and the API's own lists get theirs
+        # filled in by the readers): an item without one is not what this file should hold
+        raise MapError("kind", f"missing (expected {kind.kind})")
+    if declared != kind.kind:
+        raise MapError("kind", f"expected {kind.kind}, got {str(declared)[:40]!r}")
     api = item.get("apiVersion")
     if isinstance(api, str) and api:
         group = api.rpartition("/")[0]
@@ -134,6 +143,9 @@ def write_objects(
     any object is malformed.
     """
     rows: dict[str, list[dict[str, Any]]] = {}
+    if ctx.instance_facts is None:
+        with wh._lock:
+            ctx.instance_facts = catalog_gpu_facts(wh.con)
     for kind in KINDS:
         if kind.stem in objects:
             origin, items = objects[kind.stem]

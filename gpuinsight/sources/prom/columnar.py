@@ -1,21 +1,28 @@
 """DCGM range answers -> ``gpu_samples`` rows, without a long series frame.
 
-:func:`gpuinsight.sources.series.dcgm_samples` is the one definition of how DCGM labels name
-a GPU, its pod and its node, and of how the fields of one step become a row. It reads long
-series frames (a row per point, every label repeated on it), which for a Prometheus answer
-would be most of the collector's time and memory. This module applies the same definition
-to columnar answers (:class:`~gpuinsight.sources.prom.frames.Matrix`) in two steps:
+:mod:`gpuinsight.sources.series` is the one definition of how DCGM labels name a GPU, its pod
+and its node (:func:`~gpuinsight.sources.series.dcgm_identified`: the field table, series
+without a GPU identity skipped and counted, node resolution with its hint), which readings
+are not measurements (:func:`~gpuinsight.sources.series.reading_bounds` and
+:func:`~gpuinsight.sources.dcgm.reading_class`, dropped readings counted) and how the fields of
+one step become a row. It reads long series frames (a row per point, every label repeated on
+it), which for a Prometheus answer would be most of the collector's time and memory. This
+module applies the same definitions to columnar answers
+(:class:`~gpuinsight.sources.prom.frames.Matrix`) in three steps:
 
-1. **identity, once per series**: ``dcgm_samples`` on one point per series, each series at
-   an instant of its own so that no two merge, gives every series its row identity (GPU, MIG
-   instance, pod, container, node, index, model, profile) or refuses it as it would;
-2. **the points**, on integer codes only: grouped by (identity key, ts) with the reductions
+1. **identity, once per series**: ``dcgm_identified`` on one point per series, each series at
+   an instant of its own, gives every series its row identity (GPU, MIG instance, pod,
+   container, node, node hint, index, model, profile) or skips it as it would;
+2. **the readings' bounds, once per series** (field and GPU model), then every point is
+   classified by ``reading_class`` in one vectorised pass, and the ones that are not
+   measurements dropped and counted;
+3. **the points**, on integer codes only: grouped by (identity key, ts) with the reductions
    ``dcgm_samples`` makes (mean of the per-step averages, max of the per-step maxima, the
-   greatest container, the last non-null node / index / model / profile in answer order),
-   then :func:`~gpuinsight.sources.series.finish_samples`, as there.
+   greatest container, the last non-null node / hint / index / model / profile in answer
+   order), then :func:`~gpuinsight.sources.series.finish_samples`, as there.
 
-``tests/test_prometheus.py`` checks both routes give the same rows, on the real server's
-answers and on random label mixes.
+``tests/test_prometheus.py`` checks both routes give the same rows and the same counts, on the
+real server's answers and on random label mixes.
 """
 
 from __future__ import annotations
@@ -25,49 +32,59 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from gpuinsight.sources.dcgm import reading_class
+from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory
 from gpuinsight.sources.prom.frames import TS, Matrix, eval_to_ts
 from gpuinsight.sources.prom.promql import Query
 from gpuinsight.sources.series import (
+    HINT,
+    IDENTITY_COLUMNS,
+    LAST_NON_NULL,
     MAX_COLUMNS,
     SAMPLE_COLUMNS,
-    dcgm_samples,
+    TransformStats,
+    count_dropped,
+    dcgm_identified,
     finish_samples,
+    reading_bounds,
     sample_column,
 )
 
 KEY = ["gpu_uuid", "mig_instance", "namespace", "pod"]  # + ts: the rows of one step
-_LAST_NON_NULL = ("node", "gpu_index", "model_name", "mig_profile")
 _VALUES = [c for c, t in SAMPLE_COLUMNS.items() if t == pl.Float64()]
+_ROWS = {**SAMPLE_COLUMNS, HINT: pl.Utf8()}
 
 
 def is_dcgm(q: Query) -> bool:
     return sample_column(q.metric) is not None
 
 
-def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int,
-              stats: dict[str, int] | None = None, identities: Sequence[pl.DataFrame] | None = None
-              ) -> pl.DataFrame:
-    """``gpu_samples`` rows from the DCGM answers of one chunk (any shards, any fields).
+def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int, stats: TransformStats,
+              nodes: NodeDirectory, node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+    """``gpu_samples`` rows (with :data:`~gpuinsight.sources.series.HINT`) from the DCGM answers
+    of one chunk (any shards, any fields), as ``dcgm_samples`` makes them from the same series.
 
-    ``identities``: :func:`series_identity` of each answer, if already made (the collector
-    makes them in its fetch workers, while other answers are still on the wire).
-    ``stats`` receives ``nonfinite_dropped`` like :func:`dcgm_samples`.
+    ``stats`` receives what ``dcgm_samples`` counts (series without identity, dropped readings,
+    GPUs placed or not); ``nodes`` is the evidence for node resolution.
     """
-    if identities is None:
-        identities = [series_identity(q, m, cluster, step_s) for q, m in answers]
-    pairs = [(a, i) for a, i in zip(answers, identities, strict=True) if a[1].points]
+    pairs = [((q, m), series_identity(q, m, stats, nodes, node_labels)) for q, m in answers if m.points]
     answers = [a for a, _ in pairs]
     if not answers:
-        return pl.DataFrame(schema=SAMPLE_COLUMNS)
+        return pl.DataFrame(schema=_ROWS)
     offsets = np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]])
     series = pl.concat([i.with_columns(pl.col("_g") + int(o)) for (_, i), o in zip(pairs, offsets, strict=True)])
     n_series = sum(len(m.labels) for _, m in answers)
 
-    # per series (index g, in answer order): its key, and codes for the per-row reductions
+    # per series (index g, in answer order): its key, the bounds of its readings, and codes
+    # for the per-row reductions
     keys = series.select(KEY).unique(maintain_order=True).with_row_index("_k")
     series = series.join(keys, on=KEY, how="left", nulls_equal=True).sort("_g")
     g = series["_g"].to_numpy()
     key_of = _per_series(n_series, g, series["_k"].cast(pl.Int64).to_numpy(), -1)
+    lo, hi = reading_bounds(series)
+    bounds_of = series.select(lo.alias("lo"), hi.alias("hi"))
+    lo_of = _per_series(n_series, g, bounds_of["lo"].to_numpy(), np.nan)
+    hi_of = _per_series(n_series, g, bounds_of["hi"].to_numpy(), np.nan)
     containers = series["container"].unique().sort()
     container_of = _per_series(
         n_series, g, series["container"].cast(pl.Enum(containers)).to_physical().cast(pl.Int64).to_numpy(), 0)
@@ -77,20 +94,27 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     fields = [_VALUES.index(sample_column(q.metric) or "") for q, _ in answers]
     sizes = np.array([m.points for _, m in answers])
     gp = np.concatenate([m.series_index() for _, m in answers])
-    gp += np.repeat(np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]], dtype=np.uint32), sizes)
+    gp += np.repeat(offsets.astype(np.uint32), sizes)
     tsp = np.concatenate([eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy() for q, m in answers])
     vp = np.concatenate([m.values.to_numpy() for _, m in answers])
     kp = key_of[gp]
-    keep = np.isfinite(vp)
-    if stats is not None:
-        stats["nonfinite_dropped"] = stats.get("nonfinite_dropped", 0) + int(keep.size - keep.sum())
-    keep &= kp >= 0
+    keep = kp >= 0  # series without a GPU identity: skipped (and counted) whole
+    why = pl.DataFrame({"value": vp, "lo": lo_of[gp], "hi": hi_of[gp]}).select(
+        reading_class(pl.col("value"), pl.col("lo"), pl.col("hi")))
+    dropped = why.to_series().is_not_null().to_numpy() & keep
+    if dropped.any():
+        metric = np.array([q.metric for q, _ in answers], dtype=object)
+        at = np.flatnonzero(dropped)
+        count_dropped(pl.DataFrame({"metric": metric[np.searchsorted(np.cumsum(sizes), at, side="right")],
+                                    "_why": why.to_series().gather(at)}), stats)
+        keep &= ~dropped
+    del why, dropped
     if not keep.all():  # rare: compress, and the answers' slices with them
         sizes = np.add.reduceat(keep, np.cumsum(sizes) - sizes) if keep.any() else sizes * 0
         gp, tsp, vp, kp = gp[keep], tsp[keep], vp[keep], kp[keep]
     del keep
     if not len(gp):
-        return pl.DataFrame(schema=SAMPLE_COLUMNS)
+        return pl.DataFrame(schema=_ROWS)
 
     # rows = distinct (key, ts); ``row`` maps every point to its row
     times, t_idx = _time_index(tsp, int(round(answers[0][0].step * 1_000_000)))
@@ -113,7 +137,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     del cells
     # The greatest container and the last non-null node / index / model / profile among a
     # row's series. When every series of a key agrees on one (nearly always), it is the key's.
-    attrs = ["container", *_LAST_NON_NULL]
+    attrs = ["container", *LAST_NON_NULL]
     per_key = series.group_by("_k").agg(*[pl.col(c).first() for c in attrs],
                                         *[(pl.col(c).n_unique() == 1).alias(f"_{c}") for c in attrs])
     uniform = [c for c in attrs if per_key[f"_{c}"].all()]
@@ -123,7 +147,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         np.maximum.at(best, row, container_of[gp])
         frame = frame.with_columns(pl.Series("container", containers.gather(best)))
     last_any = None
-    for c in _LAST_NON_NULL:  # the last series (in answer order) with the attribute gives it
+    for c in LAST_NON_NULL:  # the last series (in answer order) with the attribute gives it
         if c in uniform:
             continue
         has = series[c].is_not_null().to_numpy()
@@ -139,7 +163,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         idx = pl.Series(np.where(last >= 0, attr_row[np.maximum(last, 0)], -1))
         frame = frame.with_columns(series[c].gather(idx.replace(-1, None)).alias(c))
     frame = frame.with_columns(**out)
-    return finish_samples(frame, cluster, step_s)
+    return finish_samples(frame, cluster, step_s, stats)
 
 
 def _per_series(n: int, g: np.ndarray, values: np.ndarray, missing: object) -> np.ndarray:
@@ -172,11 +196,13 @@ def _dense_rank(cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]
     return np.flatnonzero(seen), rank[cell]
 
 
-def series_identity(q: Query, m: Matrix, cluster: str, step_s: int) -> pl.DataFrame:
-    """``dcgm_samples``' identity columns for every series of one answer (``_g``: its index).
+def series_identity(q: Query, m: Matrix, stats: TransformStats, nodes: NodeDirectory,
+                    node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+    """``dcgm_identified``'s identity columns for every series of one answer (``_g``: its index;
+    ``_col``: the column it feeds).
 
-    Each series enters as one sample at an instant of its own, so no two series merge: the
-    row ``dcgm_samples`` gives for it is its identity, or it refuses the series as it would.
+    Each series enters as one reading at an instant of its own, so no two series merge: its
+    row is its identity, or it is skipped (and counted) as ``dcgm_samples`` would skip it.
     """
     n = len(m.labels)
     frame = pl.DataFrame({
@@ -186,8 +212,8 @@ def series_identity(q: Query, m: Matrix, cluster: str, step_s: int) -> pl.DataFr
     })
     labels = m.label_frame(q.keep)
     frame = pl.concat([frame, labels], how="horizontal") if labels.width else frame
-    rows = dcgm_samples(frame.filter(pl.Series(m.lens > 0)), cluster, step_s)  # no points: no row
-    return rows.select(pl.col("ts").cast(pl.Int64).alias("_g"), *KEY, "container", *_LAST_NON_NULL)
+    rows = dcgm_identified(frame.filter(pl.Series(m.lens > 0)), stats, nodes, node_labels)  # no points: no row
+    return rows.select(pl.col("ts").cast(pl.Int64).alias("_g"), "_col", *IDENTITY_COLUMNS)
 
 
 def _reduce(row: np.ndarray, values: np.ndarray, n_rows: int, take_max: bool) -> np.ndarray:

@@ -48,6 +48,12 @@ class Matrix:
         """The same points and warnings, the label sets dropped (kept: how many series)."""
         return Matrix([{}] * len(self.labels), self.lens, self.ts, self.values, self.warnings)
 
+    def select_points(self, mask: np.ndarray) -> Matrix:
+        """The points where ``mask`` holds (every series kept, perhaps with no point)."""
+        lens = np.bincount(self.series_index()[mask], minlength=len(self.labels)).astype(np.int64)
+        keep = pl.Series(mask)
+        return Matrix(self.labels, lens, self.ts.filter(keep), self.values.filter(keep), self.warnings)
+
     def series_index(self) -> np.ndarray:
         """The series (index into ``labels``) of every point."""
         return np.repeat(np.arange(len(self.labels), dtype=np.uint32), self.lens)

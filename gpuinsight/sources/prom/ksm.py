@@ -3,17 +3,33 @@
 Pods are keyed by ``uid``, so a pod name reused by a StatefulSet or a Volcano job retry is
 a separate row. Labels come as ``exported_*`` when the scrape did not honor labels; the
 exported value wins over the plain one, which then names the kube-state-metrics pod.
+
+Generations (docs/collectors.md has the table): before v2.1 only ``kube_pod_info`` carries
+``uid``, so the other pod series are joined to it by namespace + pod (and time, for reused
+names); up to v2.0 missing values are written ``<none>``; since v2.0 ``kube_*_labels`` are empty
+unless kube-state-metrics runs with ``--metric-labels-allowlist``, which is detected and said.
+Node facts are read with the same rules as the Kubernetes objects (:mod:`gpuinsight.sources.k8s.nodes`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 import polars as pl
 
-from gpuinsight.gpumodels import canonical_gpu_model
-from gpuinsight.sources.prom.frames import TS, first_label, lab, mig_profile_of, unsanitize_resource
+from gpuinsight.errors import BadInput
+from gpuinsight.sources.k8s.nodes import KNOWN_NODE_LABELS, node_facts, zone_of_provider
+from gpuinsight.sources.plausible import EARLIEST_S, MAX_DEVICES_PER_OBJECT, latest_s
+from gpuinsight.sources.prom.frames import (
+    TS,
+    describe_series,
+    first_label,
+    lab,
+    mig_profile_of,
+    unsanitize_resource,
+)
 
 POD_TIMES = {
     "kube_pod_created": "created",
@@ -36,7 +52,62 @@ NODE_COLUMNS: dict[str, pl.DataType] = {
     "gpu_count": pl.Int32(), "mig_config": pl.Utf8(), "sharing_strategy": pl.Utf8(), "zone": pl.Utf8(),
     "provider_id": pl.Utf8(), "labels": pl.Utf8(), "capacity": pl.Utf8(), "first_seen": TS, "last_seen": TS,
 }
-_EKS_CAPACITY = {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}
+NONE = "<none>"  # how kube-state-metrics up to v2.0 wrote an unset value (created_by_kind, owner_kind ...)
+# The flag that makes kube-state-metrics >= 2.0 publish the labels gpuinsight reads.
+ALLOWLIST_FLAG = ("--metric-labels-allowlist=nodes=[node.kubernetes.io/instance-type,karpenter.sh/capacity-type,"
+                  "karpenter.sh/nodepool,eks.amazonaws.com/capacityType,eks.amazonaws.com/nodegroup,"
+                  "cloud.google.com/gke-nodepool,kubernetes.azure.com/agentpool,nvidia.com/gpu.product,"
+                  "nvidia.com/gpu.count,nvidia.com/mig.config,topology.kubernetes.io/zone],"
+                  "pods=[volcano.sh/job-name,volcano.sh/queue-name]")
+
+
+# Series whose values are declarations, with what a real kube-state-metrics can publish.
+_TIME_SERIES = ("kube_pod_created", "kube_pod_start_time", "kube_pod_status_scheduled_time",
+                "kube_pod_completion_time", "kube_node_created")
+_DEVICE_SERIES = ("kube_pod_container_resource_requests", "kube_pod_container_resource_limits",
+                  "kube_pod_init_container_resource_requests", "kube_node_status_capacity",
+                  "kube_node_status_allocatable")
+
+
+def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None = None) -> None:
+    """Refuse kube-state-metrics values no real cluster produces: a GPU request or capacity that
+    is negative, fractional, not finite or beyond what a node can hold (-4, NaN, 1e23, 8Ei), a
+    pod or node time before 2000 or in the future (0 means unset). Names the first offender."""
+    metric = pl.col("metric")
+    gpu = series.filter(metric.is_in(_DEVICE_SERIES))
+    if gpu.height:
+        gpu = gpu.filter(lab(gpu, "resource").str.starts_with("nvidia_com_").fill_null(False))
+        v = pl.col("value")
+        bad = gpu.filter(~(v.is_finite() & (v >= 0) & (v <= MAX_DEVICES_PER_OBJECT) & (v == v.floor())))
+        _refuse(bad, where, line_column, f"GPU resource value is not a whole number of devices 0..{MAX_DEVICES_PER_OBJECT}")
+    times = series.filter(metric.is_in(_TIME_SERIES))
+    if times.height:
+        v = pl.col("value")
+        bad = times.filter(~(v == 0) & ~v.is_between(EARLIEST_S, latest_s()).fill_null(False))
+        _refuse(bad, where, line_column, "time is not a plausible unix time (before 2000, in the future, or not finite)")
+
+
+def _refuse(bad: pl.DataFrame, where: str, line_column: str | None, what: str) -> None:
+    if bad.height == 0:
+        return
+    row = bad.row(0, named=True)
+    at = f"{where}:{row[line_column]}" if line_column and row.get(line_column) is not None else where
+    series = describe_series({k: v for k, v in row.items() if k != line_column})
+    raise BadInput(f"{at}: {series} {row['value']!r}: {what}")
+
+
+def _val(s: pl.DataFrame, name: str) -> pl.Expr:
+    """A label where ``<none>`` (kube-state-metrics <= 2.0) also means absent."""
+    v = lab(s, name)
+    return pl.when(v == NONE).then(None).otherwise(v)
+
+
+def sanitized_label(key: str) -> tuple[str, ...]:
+    """kube-state-metrics' label name(s) for a Kubernetes label key: invalid characters become
+    ``_``; since v2.0 camelCase also becomes snake_case (``capacityType`` -> ``capacity_type``)."""
+    plain = re.sub(r"[^a-zA-Z0-9_]", "_", key)
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", plain).lower()
+    return tuple(dict.fromkeys((snake, plain)))
 
 
 def _latest_by(frame: pl.DataFrame, key: str | list[str], cols: list[str]) -> pl.DataFrame:
@@ -60,9 +131,13 @@ def _json(obj: dict[str, Any] | None) -> str | None:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode() if obj else None
 
 
-def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus") -> pl.DataFrame:
-    """kube-state-metrics pod series (+ ``kube_replicaset_owner``/``kube_job_owner``) -> ``pods`` rows."""
+def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
+             notes: dict[str, str] | None = None) -> pl.DataFrame:
+    """kube-state-metrics pod series (+ ``kube_replicaset_owner``/``kube_job_owner``) -> ``pods`` rows.
+
+    ``notes`` (optional) receives what the series could not say (keyed, so repeated batches say it once)."""
     empty = pl.DataFrame(schema=POD_COLUMNS)
+    notes = notes if notes is not None else {}
     s = series.filter(pl.col("metric").str.starts_with("kube_pod_"))
     if s.height == 0:
         return empty
@@ -70,18 +145,19 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus") 
         lab(s, "uid").alias("_uid"),
         first_label(s, "exported_namespace", "namespace").alias("_ns"),
         first_label(s, "exported_pod", "pod").alias("_name"),
-    ).filter(pl.col("_uid").is_not_null())
+    )
+    s = _uid_by_name(s, notes)
     if s.height == 0:
         return empty
     metric = pl.col("metric")
     ident = _latest_by(s, "_uid", ["_ns", "_name"])
     info = s.filter(metric == "kube_pod_info")
     info = info.with_columns(first_label(info, "exported_node", "node").alias("_node"),
-                             lab(info, "priority_class").alias("_prio"))
+                             _val(info, "priority_class").alias("_prio"))
     facts = _latest_by(info, "_uid", ["_node", "_prio"]).join(
         info.group_by("_uid").agg(pl.col("ts").max().alias("_last_seen")), on="_uid")
     owners = s.filter(metric == "kube_pod_owner")
-    owners = owners.with_columns(lab(owners, "owner_kind").alias("_ok"), lab(owners, "owner_name").alias("_on"),
+    owners = owners.with_columns(_val(owners, "owner_kind").alias("_ok"), _val(owners, "owner_name").alias("_on"),
                                  (lab(owners, "owner_is_controller") == "true").fill_null(False).alias("_ctl"))
     owner = owners.filter(pl.col("_ok").is_not_null()).sort(["_ctl", "ts"]).group_by("_uid").agg(
         pl.col("_ok").last(), pl.col("_on").last())
@@ -114,6 +190,12 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus") 
         gpu_reqs.setdefault(r["_uid"], {})[r["_res"]] = r["value"]
     labels = _prefixed(s.filter(metric == "kube_pod_labels"), "_uid", "label_")
     annotations = _prefixed(s.filter(metric == "kube_pod_annotations"), "_uid", "annotation_")
+    if s.filter(metric == "kube_pod_labels").height and not labels:
+        notes["pod_labels"] = (
+            "kube_pod_labels carries no labels (kube-state-metrics >= 2.0 publishes pod labels only with "
+            "--metric-labels-allowlist): Volcano queue and job names of pods are unknown from metrics; they are "
+            "filled from PodGroups/Jobs of a kubectl dump or the API (collect kubernetes), or run "
+            f"kube-state-metrics with {ALLOWLIST_FLAG}")
     rs_owner = _owner_map(series, "kube_replicaset_owner", "replicaset")
     job_owner = _owner_map(series, "kube_job_owner", "job_name")
 
@@ -135,6 +217,30 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus") 
             out.with_columns(pl.lit(None, dtype=TS).alias(c))
     return out.select([(pl.col(c) if c in out.columns else pl.lit(None)).cast(t).alias(c)
                        for c, t in POD_COLUMNS.items()]).sort("uid")
+
+
+def _uid_by_name(s: pl.DataFrame, notes: dict[str, str]) -> pl.DataFrame:
+    """Before kube-state-metrics v2.1 only ``kube_pod_info`` has ``uid``: give every other pod
+    series the uid of the ``kube_pod_info`` with the same namespace + pod seen last at or before
+    it (a reused name gets the newer pod's uid from then on), else the first one after it."""
+    missing = s.filter(pl.col("_uid").is_null())
+    if missing.height == 0:
+        return s
+    info = s.filter((pl.col("metric") == "kube_pod_info") & pl.col("_uid").is_not_null()) \
+        .select("_ns", "_name", pl.col("ts").alias("_t"), pl.col("_uid").alias("_u")).unique().sort("_t")
+    keyed = missing.drop("_uid").with_row_index("_i").sort("ts")
+    # both sides are sorted by time, hence within each (namespace, pod) group too
+    back = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="backward",
+                           check_sortedness=False).sort("_i")
+    fwd = keyed.join_asof(info, left_on="ts", right_on="_t", by=["_ns", "_name"], strategy="forward",
+                          check_sortedness=False).sort("_i")
+    filled = back.with_columns(pl.coalesce(pl.col("_u"), fwd["_u"]).alias("_uid")).drop("_i", "_t", "_u")
+    unjoined = filled.filter(pl.col("_uid").is_null()).select("_ns", "_name").unique().height
+    notes["pod_uid"] = ("pod series without `uid` (kube-state-metrics before v2.1) were joined to kube_pod_info "
+                        "by namespace + pod" + (f"; {unjoined} pod(s) had no kube_pod_info and were skipped"
+                                                if unjoined else ""))
+    return pl.concat([s.filter(pl.col("_uid").is_not_null()), filled.filter(pl.col("_uid").is_not_null())],
+                     how="diagonal_relaxed")
 
 
 def _requests(p: dict[str, Any], reqs: dict[str, float] | None) -> None:
@@ -175,8 +281,10 @@ def _owner_map(series: pl.DataFrame, metric: str, name_label: str) -> dict[tuple
     return {(r["ns"] or "", r["child"]): (r["kind"], r["owner"]) for r in s.iter_rows(named=True)}
 
 
-def ksm_nodes(series: pl.DataFrame, cluster: str) -> pl.DataFrame:
+def ksm_nodes(series: pl.DataFrame, cluster: str, *, notes: dict[str, str] | None = None,
+              facts: dict[str, tuple[str, int]] | None = None) -> pl.DataFrame:
     """kube-state-metrics node series -> ``nodes`` rows (labels, GPU capacity, provider id)."""
+    notes = notes if notes is not None else {}
     s = series.filter(pl.col("metric").str.starts_with("kube_node_"))
     if s.height == 0:
         return pl.DataFrame(schema=NODE_COLUMNS)
@@ -190,60 +298,41 @@ def ksm_nodes(series: pl.DataFrame, cluster: str) -> pl.DataFrame:
     span = span.join(span_info, on="_node", how="left").select(
         "_node", pl.coalesce("f", "first_seen").alias("first_seen"), pl.coalesce("l", "last_seen").alias("last_seen"))
     provider = _latest_by(info.with_columns(lab(info, "provider_id").alias("_pid")), "_node", ["_pid"])
-    labels = _prefixed(s.filter(metric == "kube_node_labels"), "_node", "label_")
+    label_rows = s.filter(metric == "kube_node_labels")
+    labels = _prefixed(label_rows, "_node", "label_")
     cap = s.filter(metric == "kube_node_status_capacity")
     cap = cap.with_columns(lab(cap, "resource").alias("_res")).filter(pl.col("_res").str.starts_with("nvidia_com_"))
     capacity: dict[str, dict[str, float]] = {}
     for r in cap.sort("ts").group_by(["_node", "_res"]).agg(pl.col("value").last()).iter_rows(named=True):
-        capacity.setdefault(r["_node"], {})[r["_res"]] = r["value"]
+        capacity.setdefault(r["_node"], {})[unsanitize_resource(r["_res"])] = r["value"]
     providers = {r["_node"]: r["_pid"] for r in provider.iter_rows(named=True)}
+    known = {name: key for key in KNOWN_NODE_LABELS for name in sanitized_label(key)}
     rows = []
     for r in span.iter_rows(named=True):
         node, lbl, capa = r["_node"], labels.get(r["_node"], {}), capacity.get(r["_node"], {})
+        facts_row = node_facts({known[k]: v for k, v in lbl.items() if k in known}, capa, facts)
         rows.append({"cluster": cluster, "node": node, "first_seen": r["first_seen"], "last_seen": r["last_seen"],
-                     "provider_id": providers.get(node), "labels": _json(lbl),
-                     "capacity": _json({unsanitize_resource(k): v for k, v in capa.items()}),
-                     **_node_facts(lbl, capa)})
+                     "provider_id": providers.get(node), "labels": _json(lbl), "capacity": _json(capa),
+                     **facts_row, "zone": facts_row["zone"] or zone_of_provider(providers.get(node))})
+    if label_rows.height and not any(k in known for lbl in labels.values() for k in lbl):
+        notes["node_labels"] = (
+            "kube_node_labels carries none of the node labels gpuinsight reads (since v2.0 kube-state-metrics "
+            "publishes labels only with --metric-labels-allowlist): instance type, capacity type, node pool and GPU "
+            f"product of {len(rows)} node(s) are unknown from metrics (zone is taken from the provider ID, the GPU "
+            "model from DCGM's modelName); load a kubectl dump (collect kubernetes) to fill them, or run "
+            f"kube-state-metrics with {ALLOWLIST_FLAG}")
     out = pl.DataFrame(rows, infer_schema_length=None)
     return out.select([(pl.col(c) if c in out.columns else pl.lit(None)).cast(t).alias(c)
                        for c, t in NODE_COLUMNS.items()]).sort("node")
 
 
-def _node_facts(lbl: dict[str, str], capa: dict[str, float]) -> dict[str, Any]:
-    capacity_type = lbl.get("karpenter_sh_capacity_type")
-    if capacity_type is None and lbl.get("eks_amazonaws_com_capacity_type"):
-        eks = lbl["eks_amazonaws_com_capacity_type"]
-        capacity_type = _EKS_CAPACITY.get(eks.upper(), eks.lower())
-    pool, kind = lbl.get("karpenter_sh_nodepool") or lbl.get("karpenter_sh_provisioner_name"), "karpenter"
-    if pool is None and lbl.get("eks_amazonaws_com_nodegroup"):
-        pool, kind = lbl["eks_amazonaws_com_nodegroup"], "eks-nodegroup"
-    product = lbl.get("nvidia_com_gpu_product")
-    memory = _num(lbl.get("nvidia_com_gpu_memory"))
-    mig_config = lbl.get("nvidia_com_mig_config")
-    label_count = _num(lbl.get("nvidia_com_gpu_count"))
-    # With MIG the device plugin advertises slices, not GPUs (nvidia.com/gpu counts
-    # instances under the "single" strategy): the physical count is GFD's gpu.count label.
-    mig_node = any(k.startswith("nvidia_com_mig_") for k in capa) or (
-        mig_config not in (None, "", "all-disabled") and lbl.get("nvidia_com_mig_strategy") == "single")
-    count = label_count if mig_node else capa.get("nvidia_com_gpu", label_count)
-    if count is not None and count <= 0 and label_count:
-        count = label_count
-    return {
-        "instance_type": lbl.get("node_kubernetes_io_instance_type") or lbl.get("beta_kubernetes_io_instance_type"),
-        "capacity_type": capacity_type,
-        "node_pool": pool,
-        "node_pool_kind": kind if pool else None,
-        "gpu_product": product,
-        "gpu_model": canonical_gpu_model(product, memory),
-        "gpu_count": int(count) if count is not None else None,
-        "mig_config": mig_config,
-        "sharing_strategy": lbl.get("nvidia_com_gpu_sharing_strategy"),
-        "zone": lbl.get("topology_kubernetes_io_zone") or lbl.get("failure_domain_beta_kubernetes_io_zone"),
-    }
-
-
-def _num(text: str | None) -> float | None:
-    try:
-        return float(text) if text not in (None, "") else None
-    except ValueError:
-        return None
+def fill_node_models(nodes: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """A node whose labels do not say its GPU model gets the model DCGM measured on it."""
+    if nodes.height == 0 or gpus.height == 0 or "gpu_model" not in gpus.columns:
+        return nodes
+    measured = gpus.filter(pl.col("node").is_not_null() & pl.col("gpu_model").is_not_null()) \
+        .group_by("node").agg(pl.col("gpu_model").mode().sort().first().alias("_measured"))
+    if measured.height == 0:
+        return nodes
+    return nodes.join(measured, on="node", how="left").with_columns(
+        pl.coalesce("gpu_model", "_measured").alias("gpu_model")).drop("_measured")

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuinsight.errors import BadInput
+from gpuinsight.sources.gpu_nodes import EXPORTER_POD_INFO
 
 Matcher = tuple[str, str, str]  # (label, op, value)
 
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _OPS = ("=", "!=", "=~", "!~")
 _HEX = "0123456789abcdef"
 ANY_GPU_UUID = "GPU-[0-9a-fA-F].*"
@@ -87,17 +88,28 @@ class Query:
     keep: frozenset[str] | None = None  # labels worth keeping (None = all)
 
 
-# The labels the DCGM transform reads; pci_bus_id, device, driver version, instance, job and
-# pod labels are dropped as results arrive (a third of the columns, and of the memory).
+# The labels the DCGM transform reads (plus the configured node labels); pci_bus_id, device,
+# driver version, job and other labels are dropped as results arrive (a third of the columns,
+# and of the memory). ``instance`` stays: it can tell the exporter pod, hence the node.
 DCGM_LABELS = frozenset({
-    "UUID", "uuid", "gpu", "node", "Hostname", "hostname", "pod", "namespace", "container", "exported_pod",
-    "exported_namespace", "exported_container", "pod_name", "pod_namespace", "container_name", "GPU_I_ID",
-    "GPU_I_PROFILE", "modelName",
+    "UUID", "uuid", "gpu", "node", "kubernetes_node", "nodename", "Hostname", "hostname", "instance", "pod",
+    "namespace", "container", "exported_pod", "exported_namespace", "exported_container", "pod_name",
+    "pod_namespace", "container_name", "GPU_I_ID", "GPU_I_PROFILE", "modelName",
+    # entities that share the field names but are not GPUs (counted, then skipped; kept apart)
+    "nvswitch", "nvlink", "cpu", "cpucore", "gpu_uuid",
 })
 
 
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
 def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool) -> list[tuple[str, str]]:
-    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample."""
+    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample.
+
+    These are plain reductions (one scan of the samples). A step holding a reading that is not
+    a measurement shows it in them and is read again with :func:`dcgm_filtered_exprs`
+    (``prom/refine.py``)."""
     rng = f"{selector(name, matchers)}[{dur(step)}]"
     if raw:
         # last_over_time, not the bare selector: a vanished series would otherwise linger for
@@ -109,9 +121,46 @@ def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, 
     return out
 
 
-def gpu_pods_filter(window: str, matchers: Sequence[Matcher]) -> str:
+def reading(name: str, matchers: Sequence[Matcher], resolution_s: int) -> str:
+    """The series' one reading per scrape interval: ``last_over_time`` over a window 1 ms short
+    of the resolution, so no reading is counted twice and none lingers after its series ends."""
+    return f"last_over_time({selector(name, matchers)}[{resolution_s * 1000 - 1}ms])"
+
+
+def kept(name: str, matchers: Sequence[Matcher], resolution_s: int, lo: float, hi: float) -> str:
+    """Readings within ``lo..hi``: NaN, Inf, DCGM's blank sentinels and glitches fail the filter."""
+    return f"({reading(name, matchers, resolution_s)} <= {_num(hi)} >= {_num(lo)})"
+
+
+def dcgm_filtered_exprs(name: str, step: int, matchers: Sequence[Matcher], *, want_max: bool, lo: float, hi: float,
+                        resolution_s: int) -> list[tuple[str, str]]:
+    """The per-step avg (+ max) of one field over its readings within ``lo..hi``: the filter sits
+    inside the ``*_over_time``, over a subquery that takes one reading per scrape interval, so a
+    sentinel drops one reading, not the step."""
+    sub = f"{kept(name, matchers, resolution_s, lo, hi)}[{dur(step)}:{dur(resolution_s)}]"
+    out = [(f"avg_over_time({sub})", name)]
+    if want_max:
+        out.append((f"max_over_time({sub})", f"{name}:max"))
+    return out
+
+
+def dcgm_dropped_expr(name: str, step: int, matchers: Sequence[Matcher], *, lo: float, hi: float,
+                      resolution_s: int) -> tuple[str, str]:
+    """Per series and step, how many readings the filter of :func:`dcgm_filtered_exprs` drops."""
+    x = reading(name, matchers, resolution_s)
+    bad = f"({x} unless {kept(name, matchers, resolution_s, lo, hi)})"
+    return f"count_over_time({bad}[{dur(step)}:{dur(resolution_s)}])", f"{name}:dropped"
+
+
+# kube-state-metrics before v2.1 puts `uid` only on kube_pod_info: pods are then joined by name
+# (both spellings, for scrapes with and without honor_labels).
+POD_BY_UID = "uid"
+POD_BY_NAME = "namespace, pod, exported_namespace, exported_pod"
+
+
+def gpu_pods_filter(window: str, matchers: Sequence[Matcher], pod_key: str = POD_BY_UID) -> str:
     req = selector("kube_pod_container_resource_requests", [("resource", "=~", GPU_RESOURCES), *matchers])
-    return f"and on (uid) last_over_time({req}[{window}])"
+    return f"and on ({pod_key}) last_over_time({req}[{window}])"
 
 
 def gpu_nodes_filter(window: str, matchers: Sequence[Matcher]) -> str:
@@ -128,26 +177,32 @@ POD_FACTS = ("kube_pod_owner", "kube_pod_labels", "kube_pod_annotations", "kube_
 OWNER_FACTS = ("kube_replicaset_owner", "kube_job_owner")
 
 
-def ksm_step_exprs(step: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+def ksm_step_exprs(step: int, matchers: Sequence[Matcher], pod_key: str = POD_BY_UID) -> list[tuple[str, str]]:
     w = dur(step)
-    pod = f"last_over_time({selector('kube_pod_info', matchers)}[{w}]) {gpu_pods_filter(w, matchers)}"
+    pod = f"last_over_time({selector('kube_pod_info', matchers)}[{w}]) {gpu_pods_filter(w, matchers, pod_key)}"
     node = f"last_over_time({selector('kube_node_info', matchers)}[{w}]) {gpu_nodes_filter(w, matchers)}"
     return [(pod, "kube_pod_info"), (node, "kube_node_info")]
 
 
-def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher], pod_key: str = POD_BY_UID) -> list[tuple[str, str]]:
     w = dur(window_s)
-    out = [(f"last_over_time({selector(m, matchers)}[{w}]) {gpu_pods_filter(w, matchers)}", m) for m in POD_FACTS]
+    out = [(f"last_over_time({selector(m, matchers)}[{w}]) {gpu_pods_filter(w, matchers, pod_key)}", m)
+           for m in POD_FACTS]
     req = selector("kube_pod_container_resource_requests", [("resource", "=~", GPU_RESOURCES), *matchers])
     out.append((f"last_over_time({req}[{w}])", "kube_pod_container_resource_requests"))
     # The current phase is the only phase series whose last value is 1.
     phase = selector("kube_pod_status_phase", matchers)
-    out.append((f"(last_over_time({phase}[{w}]) == 1) {gpu_pods_filter(w, matchers)}", "kube_pod_status_phase"))
+    out.append((f"(last_over_time({phase}[{w}]) == 1) {gpu_pods_filter(w, matchers, pod_key)}",
+                "kube_pod_status_phase"))
     out += [(f"last_over_time({selector(m, matchers)}[{w}])", m) for m in OWNER_FACTS]
     out.append((f"last_over_time({selector('kube_node_labels', matchers)}[{w}]) {gpu_nodes_filter(w, matchers)}",
                 "kube_node_labels"))
     cap = selector("kube_node_status_capacity", [("resource", "=~", GPU_RESOURCES), *matchers])
     out.append((f"last_over_time({cap}[{w}])", "kube_node_status_capacity"))
+    # DaemonSet pods on GPU nodes (dcgm-exporter among them): their names and addresses tell which
+    # node a GPU is on when the exporter's Hostname is its pod name (sources/gpu_nodes.py)
+    ds = selector("kube_pod_info", [("created_by_kind", "=", "DaemonSet"), *matchers])
+    out.append((f"last_over_time({ds}[{w}]) {gpu_nodes_filter(w, matchers)}", EXPORTER_POD_INFO))
     return out
 
 

@@ -1,0 +1,128 @@
+"""The report's KubeRay and scale-to-zero parts: one table each, and the hour-of-week profile of
+the services a KEDA ScaledObject would send to zero. Built from the findings' own evidence, so
+they show exactly what the plan decided on."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from gpuinsight.reports.chartkit import ChartLike, heading
+from gpuinsight.reports.theme import WIDTH
+
+esc = html.escape
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+RAY_CHANGES = {"job_cleanup": "finished job, cluster kept", "worker_min_replicas": "idle workers held by minReplicas",
+               "head_gpus": "head pod holds GPUs"}
+
+
+def _usd(v: Any) -> str:
+    return f"${float(v or 0):,.0f}"
+
+
+def week_frame(findings: list[Any]) -> pl.DataFrame:
+    """One row per (workload, observed hour of the week) of every scale_to_zero finding."""
+    rows = []
+    for r in findings:
+        gr = r.evidence.get("hour_of_week_gr_active_pct") or []
+        idle = r.evidence.get("hour_of_week_idle_share") or []
+        for how, (g, i) in enumerate(zip(gr, idle, strict=False)):
+            if g is None and i is None:
+                continue
+            rows.append({"workload": f"{r.namespace}/{r.workload}", "day": DAYS[how // 24], "hour": how % 24,
+                         "gr_active_pct": g, "idle_share": i})
+    return pl.DataFrame(rows, schema={"workload": pl.Utf8, "day": pl.Utf8, "hour": pl.Int64,
+                                      "gr_active_pct": pl.Float64, "idle_share": pl.Float64})
+
+
+def scale_to_zero_week(findings: list[Any]) -> ChartLike:
+    """Hour-of-week GPU activity of the services to scale to zero (UTC; unobserved hours blank)."""
+    df = week_frame(findings)
+    title = heading("Scale to zero: GPU activity by hour of the week (UTC)",
+                    "mean GR engine activity of each service a KEDA ScaledObject would scale to zero; "
+                    "dark = idle, blank = not observed")
+    return (
+        alt.Chart(df)
+        .mark_rect()
+        .encode(
+            x=alt.X("hour:O", title="hour (UTC)"),
+            y=alt.Y("day:O", sort=list(DAYS), title=None),
+            color=alt.Color("gr_active_pct:Q", title="GR active %", scale=alt.Scale(scheme="viridis", domain=[0, 100])),
+            tooltip=["workload:N", "day:O", "hour:O", alt.Tooltip("gr_active_pct:Q", format=".1f"),
+                     alt.Tooltip("idle_share:Q", format=".0%")],
+        )
+        .properties(width=WIDTH - 160, height=120)
+        .facet(row=alt.Row("workload:N", title=None))
+        .properties(title=title)
+    )
+
+
+def ray_section(findings: list[Any]) -> str:
+    if not findings:
+        return ""
+    rows = []
+    for r in findings:
+        ev, cur, prop = r.evidence, r.current, r.proposed
+        change = str(prop.get("change"))
+        target = r.target or {}
+        where = f"{r.namespace}/{target.get('ray_cluster') or r.workload}"
+        if target.get("group"):
+            where += f" · {target['group']}"
+        if change == "job_cleanup":
+            held = f"{ev.get('gpu_hours_after_end', 0):g} GPU-h after the job ({ev.get('hours_held_after_end')} h)"
+            to = f"shutdownAfterJobFinishes, TTL {prop.get('ttl_after_finish_s')} s"
+        elif change == "worker_min_replicas":
+            held = (f"{ev.get('idle_hours_in_long_stretches')} h idle in long stretches; "
+                    f"min {cur.get('min_replicas')}, {'autoscaler on' if cur.get('autoscaling') else 'no autoscaler'}")
+            to = f"minReplicas {prop.get('min_replicas')}"
+            if not cur.get("autoscaling"):
+                to += ", in-tree autoscaler on"
+            if prop.get("idle_timeout_s") is not None:
+                to += f", autoscaler idle timeout {prop['idle_timeout_s']} s"
+        else:
+            held = f"{cur.get('head_gpus'):g} GPU(s), hourly-max p95 {ev.get('gr_hourly_max_p95_pct')} % GR"
+            to = "no GPU on the head (num-gpus 0)"
+        rows.append(f"<tr><td>{esc(where)}</td><td>{esc(RAY_CHANGES.get(change, change))}</td><td>{esc(held)}</td>"
+                    f"<td>{esc(to)}</td><td>{esc(str(target.get('kind')))}</td>"
+                    f'<td class="num">{_usd(r.monthly_savings_usd)}</td></tr>')
+    return ('<section id="kuberay"><h2>KubeRay clusters</h2>'
+            '<p class="sub">Ray clusters holding GPUs for nothing, from their pods (labels ray.io/cluster, '
+            "ray.io/group) and their RayCluster / RayJob specs; applied as patches of the object named. $ per "
+            "month.</p><table><thead><tr><th>cluster · group</th><th>finding</th><th>evidence</th><th>change</th>"
+            '<th>patched</th><th class="num">monthly saving</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></section>")
+
+
+def scale_to_zero_section(findings: list[Any]) -> str:
+    if not findings:
+        return ""
+    rows = []
+    for r in findings:
+        ev = r.evidence
+        cron = r.proposed.get("active_hours_utc")
+        rows.append(
+            f"<tr><td>{esc(f'{r.namespace}/{r.workload}')}</td>"
+            f'<td class="num">{ev.get("idle_hours_in_long_stretches")} of {ev.get("hours_held"):g} h</td>'
+            f'<td class="num">{ev.get("longest_idle_stretch_h")} h</td>'
+            f'<td class="num">{ev.get("hours_at_zero"):g} h</td>'
+            f'<td class="num">{ev.get("expected_cold_starts_per_day")}</td>'
+            f"<td>{esc(', '.join(map(str, cron)) if cron else '—')}</td>"
+            f'<td class="num">{_usd(r.monthly_savings_usd)}</td></tr>')
+    return ('<section id="scale-to-zero"><h2>Scale to zero</h2>'
+            '<p class="sub">Services and notebooks idle for long stretches (nights, weekends) get a KEDA '
+            "ScaledObject: zero replicas when idle, back on the first request (request-rate trigger), while "
+            "their GPUs work, and at their usual hours (cron). Only the hours at zero are counted (each idle "
+            "stretch less the cooldown and the cron hours). $ per month.</p><table><thead><tr><th>workload</th>"
+            '<th class="num">idle in long stretches</th><th class="num">longest</th><th class="num">at zero</th>'
+            '<th class="num">cold starts / day</th><th>cron hours (UTC)</th><th class="num">monthly saving</th>'
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
+
+
+def sections(recommendations: list[Any]) -> list[str]:
+    """The HTML sections, in page order (empty when the plan has no such findings)."""
+    out = [ray_section([r for r in recommendations if r.rule == "ray"]),
+           scale_to_zero_section([r for r in recommendations if r.rule == "scale_to_zero"])]
+    return [s for s in out if s]

@@ -1,0 +1,71 @@
+""""Who wastes it": spend and waste per namespace or queue, per month, as numbers.
+
+The rows come from the ``waste_breakdown`` model (cost in the window per bucket); they are
+turned into monthly run rates with the same 730 h month as the headline, so the totals row
+equals the headline's monthly spend and waste.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from gpuinsight.reports.frames import fold_other, label_groups, top_groups
+from gpuinsight.reports.theme import BUCKETS, OTHER, UNALLOCATED, WASTE_BUCKETS
+from gpuinsight.rules.base import HOURS_PER_MONTH
+
+# The money columns of a table row, in display order.
+MONEY = ("spend", *BUCKETS, "waste")
+
+
+@dataclass
+class WasteTable:
+    by: str
+    rows: pl.DataFrame  # group, spend, used, idle, underused, unallocated, unmeasured, waste, groups
+    totals: dict[str, float]  # the same money columns over every group (nothing folded away)
+    folded: int  # how many groups the "(other)" row stands for
+
+    @property
+    def has_unmeasured(self) -> bool:
+        return self.totals.get("unmeasured", 0.0) > 0
+
+
+def monthly_factor(window_hours: float | None) -> float | None:
+    """Dollars in the window -> dollars per 730 h month (``None`` without a window)."""
+    return HOURS_PER_MONTH / window_hours if window_hours else None
+
+
+def waste_table(df: pl.DataFrame, *, by: str, factor: float, top_n: int = 15) -> WasteTable:
+    """The ``top_n`` groups with the most waste per month, the rest as one "(other)" row;
+    "(no <by>)" and "(unallocated)" rows last. ``factor`` scales window dollars to a month."""
+    none = f"(no {by})"
+    if df.is_empty():
+        empty = pl.DataFrame(schema={"group": pl.Utf8, **{c: pl.Float64 for c in MONEY}, "groups": pl.Int64})
+        return WasteTable(by, empty, dict.fromkeys(MONEY, 0.0), 0)
+    money = label_groups(df, "group", none).select(
+        "group",
+        *[(pl.col(f"{b}_usd").cast(pl.Float64).fill_null(0.0) * factor if f"{b}_usd" in df.columns
+           else pl.lit(0.0)).alias(b) for b in BUCKETS],
+    ).with_columns(
+        pl.sum_horizontal(list(BUCKETS)).alias("spend"),
+        pl.sum_horizontal(list(WASTE_BUCKETS)).alias("waste"),
+        pl.lit(1, dtype=pl.Int64).alias("groups"),
+    )
+    shown = top_groups(money, "group", "waste", top_n, keep=[none, UNALLOCATED])
+    rank = {g: i for i, g in enumerate(shown)}
+    rows = (
+        fold_other(money, "group", shown)
+        .group_by("group").agg(pl.col(*MONEY, "groups").sum())
+        .with_columns(pl.col("group").replace_strict(rank, default=len(rank)).alias("_rank"))
+        .sort("_rank").drop("_rank")
+        .select("group", *MONEY, "groups")
+    )
+    folded = int(rows.filter(pl.col("group") == OTHER).get_column("groups").sum() or 0)
+    totals = {c: float(money.get_column(c).sum()) for c in MONEY}
+    return WasteTable(by, rows, totals, folded)
+
+
+def has_groups(table: WasteTable) -> bool:
+    """Whether the table names any real group (not only "(no queue)" and "(unallocated)")."""
+    return any(not g.startswith("(") or g == OTHER for g in table.rows.get_column("group").to_list())

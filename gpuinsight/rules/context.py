@@ -1,0 +1,68 @@
+"""What the rules of one plan share: the savings ledger, the production classifier, and what
+earlier rules changed (pods scaled away, nodes turned into MIG or shared-GPU hosts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuinsight.rules.common import num, rows, window_hours
+from gpuinsight.rules.ledger import Ledger
+from gpuinsight.rules.production import DEFAULT, ProductionClassifier
+
+
+@dataclass
+class PlanContext:
+    ledger: Ledger = field(default_factory=Ledger)
+    production: ProductionClassifier = DEFAULT
+    # pods (cluster, namespace, pod) an earlier finding takes off their node, and nodes it
+    # repurposes (MIG layout, device-plugin sharing config): binpack plans around both
+    # (cluster, namespace, pod) and (cluster, namespace, workload) -> the finding that takes them away
+    pods_leaving: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    workloads_leaving: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    hosts: set[tuple[str, str]] = field(default_factory=set)
+    # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
+    relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
+
+    def rows(self, frames: dict[str, Any], name: str) -> list[dict[str, Any]]:
+        """A frame as row dicts, converted once per plan (read-only: rules copy before changing)."""
+        if name not in self._rows:
+            self._rows[name] = rows(frames.get(name))
+        return self._rows[name]
+
+    def is_production(self, row: dict[str, Any]) -> tuple[bool, str]:
+        key = (row.get("namespace"), row.get("priority_class"), str(row.get("labels")), str(row.get("annotations")))
+        if key not in self._verdicts:
+            self._verdicts[key] = self.production.classify_row(row)
+        return self._verdicts[key]
+
+    def claim_workload_hours(self, finding: str, row: dict[str, Any], frames: dict[str, Any],
+                             share: float = 1.0) -> float:
+        """Claim ``share`` of what the workload's GPUs cost per hour on each node it used in the
+        window (its allocated dollars / window hours); returns the dollars per hour granted."""
+        return self._claim_parts(finding, row, frames, share, returns_gpus=True)
+
+    def claim_price_difference(self, finding: str, row: dict[str, Any], frames: dict[str, Any],
+                               fraction: float) -> float:
+        """Claim ``fraction`` of the workload's cost per hour (a cheaper price for the same GPUs),
+        on the nodes its pods are on after this plan's moves; no GPUs are returned."""
+        return self._claim_parts(finding, row, frames, fraction, returns_gpus=False)
+
+    def _claim_parts(self, finding: str, row: dict[str, Any], frames: dict[str, Any], share: float,
+                     *, returns_gpus: bool) -> float:
+        hours = window_hours(frames, row.get("cluster"))
+        if not hours or share <= 0:
+            return 0.0
+        cluster = str(row.get("cluster") or "")
+        key = (cluster, str(row["namespace"]), str(row["workload"]))
+        moved = self.relocated.get(key, {})
+        granted = 0.0
+        for part in row.get("node_gpu_hours") or []:
+            node = moved.get(str(part["node"]), str(part["node"]))
+            usd_h, gpus = num(part.get("cost_usd")) / hours, num(part.get("gpu_hours")) / hours
+            self.ledger.account((cluster, node), usd_h, gpus)
+            granted += self.ledger.claim(finding, (cluster, node), usd_h * share, gpus * share if returns_gpus else 0.0)
+        self.ledger.claim_workload(*key, finding)
+        return granted

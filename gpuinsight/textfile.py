@@ -1,0 +1,29 @@
+"""User input files as text: bytes that are not UTF-8 are bad input naming file and line.
+
+Every reader of a file a person gives (CSV, OpenMetrics, kubectl dumps, plan files) decodes it
+here, so they all refuse the same bytes with the same one-line message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuinsight.errors import BadInput
+
+
+def decode_utf8(data: bytes, name: str, *, error: type[BadInput] = BadInput) -> str:
+    """``data`` as text (a leading byte-order mark dropped); else ``error("NAME:LINE: not UTF-8 text (byte 0xNN)")``."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(f"{name}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def utf8_text(path: Path, *, error: type[BadInput] = BadInput) -> str:
+    """A text file's content (:func:`decode_utf8`); a file that cannot be read is bad input too."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return decode_utf8(data, str(path), error=error)

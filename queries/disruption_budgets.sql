@@ -1,0 +1,7 @@
+-- name: disruption_budgets
+-- grain: one row per PodDisruptionBudget
+-- description: the PodDisruptionBudgets binpack respects when it plans evictions: namespace,
+--   label selector and minAvailable / maxUnavailable (an integer or a percentage, as written).
+SELECT cluster, namespace, name, selector, min_available, max_unavailable
+FROM pdbs
+ORDER BY cluster, namespace, name

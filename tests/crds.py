@@ -1,0 +1,10 @@
+"""Where the tests find CRDs: the shared reference copies and the KubeRay CRDs vendored here
+(tests/fixtures/kuberay, with their SOURCES.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+VENDORED = Path(__file__).resolve().parent / "fixtures" / "kuberay"
+CRD_DIRS = (REFERENCE, VENDORED)

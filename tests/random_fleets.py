@@ -1,0 +1,320 @@
+"""Random fleets for the rules' property tests: meaningless names, several GPU models and
+pools, MIG nodes (and nodes labelled ``all-disabled``), gangs spread over nodes (strict and
+elastic, busy and idle), memory-spiky and bursty services, idle pods alone on nodes, nightly
+jobs, services behind PodDisruptionBudgets, production markers spelled every which way, and
+queues holding large-pod jobs. Every fleet is built from one seed, so a failure names it."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from tests.ray_keda_frames import T0, frame, ray_group_row, ray_job_row, scaled_row, stretch_row
+from tests.rule_fleets import Fleet, Node, Pod, Usage
+
+# (model, GPUs per node, $/node-hour, GPU memory MiB) - prices of the same order as the catalog's
+SHAPES = [("H100-80GB", 8, 55.04, 81559), ("H100-80GB", 1, 6.88, 81559), ("A100-80GB", 8, 27.45, 81920),
+          ("A100-40GB", 8, 21.96, 40960), ("L4", 1, 0.80, 22888), ("L4", 4, 4.60, 22888), ("A10G", 1, 1.01, 22888)]
+PROD_NS = ["prod", "prod-{x}", "{x}-prod", "prd-{x}"]
+NOT_PROD_NS = ["products", "{x}", "non-prod-{x}", "preprod-{x}", "dev-{x}", "{x}-staging"]
+PRIORITY = [None, None, "production-high", "system-cluster-critical", "non-production", "{x}-batch"]
+ENV_KEYS = ["env", "environment", "tier", "stage"]
+ENV_VALUES = ["production", "prod", "dev", "staging", "non-production", "productivity", "qa"]
+
+
+def word(rng: random.Random, n: int = 5) -> str:
+    return rng.choice(string.ascii_lowercase) + "".join(rng.choice(string.ascii_lowercase + string.digits)
+                                                        for _ in range(n - 1))
+
+
+@dataclass
+class RandomFleet:
+    seed: int
+    fleet: Fleet
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    busy: set[tuple[str, str]] = field(default_factory=set)    # (namespace, workload) of busy gangs
+    # rows of the KubeRay / scale-to-zero models (idle_stretches, ray_groups, ray_jobs, scaled_workloads)
+    models: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scaled: set[tuple[str, str]] = field(default_factory=set)  # workloads KEDA already scales
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        extra: dict[str, pl.DataFrame] = {name: frame(rows) for name, rows in self.models.items()}
+        if self.queues:
+            extra["queue_usage"] = pl.DataFrame(self.queues, infer_schema_length=None)
+            extra["fleet_summary"] = pl.DataFrame([{"gpu_hours": 48.0 * 100, "total_usd": 48 * 100 * 4.0,
+                                                    "hours": 48.0, "allocated_gpu_hours": 48.0 * 60}])
+        return self.fleet.frames(**extra)
+
+
+class Builder:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.fleet = Fleet()
+        self.free: dict[str, float] = {}
+        self.busy: set[tuple[str, str]] = set()
+        self.names: set[str] = set()
+        self.models: dict[str, list[dict[str, Any]]] = {}
+        self.scaled: set[tuple[str, str]] = set()
+
+    def name(self) -> str:
+        while True:
+            n = word(self.rng, self.rng.randint(3, 7))
+            if n not in self.names:
+                self.names.add(n)
+                return n
+
+    def namespace(self, production: bool) -> str:
+        pattern = self.rng.choice(PROD_NS if production else NOT_PROD_NS)
+        return pattern.format(x=self.name())
+
+    def markers(self, pod: Pod) -> None:
+        """Production spelled in the priority class or labels, or misleading look-alikes."""
+        pc = self.rng.choice(PRIORITY)
+        pod.priority_class = pc.format(x=self.name()) if pc else None
+        if self.rng.random() < 0.5:
+            pod.labels[self.rng.choice(ENV_KEYS)] = self.rng.choice(ENV_VALUES)
+
+    def nodes(self, model: str, gpus: int, price: float, count: int, pool: str, zone: str, **kw: Any) -> list[str]:
+        out = []
+        for _ in range(count):
+            n = Node(self.name(), model=model, gpus=gpus, price=price, pool=pool, zone=zone, **kw)
+            self.fleet.nodes.append(n)
+            self.free[n.name] = float(gpus)
+            out.append(n.name)
+        return out
+
+    def place(self, nodes: list[str], gpus: float, avoid: set[str] | None = None) -> str | None:
+        options = [n for n in nodes if self.free[n] >= gpus - 1e-9 and n not in (avoid or set())]
+        if not options:
+            return None
+        node = self.rng.choice(options)
+        self.free[node] -= gpus
+        return node
+
+    # -- workloads ------------------------------------------------------------------------
+    def small_service(self, nodes: list[str], memory: float) -> None:
+        prod = self.rng.random() < 0.4
+        ns, wl = self.namespace(prod), self.name()
+        node = self.place(nodes, 1)
+        if node is None:
+            return
+        pod = Pod(f"{wl}-{self.name()}", node, wl, namespace=ns)
+        self.markers(pod)
+        self.fleet.pods.append(pod)
+        gr = self.rng.uniform(0.01, 0.35)
+        spiky = self.rng.random() < 0.3
+        bursty = self.rng.random() < 0.3
+        fb = self.rng.uniform(0.02, 0.45) * memory
+        self.fleet.usage[(ns, wl)] = Usage(
+            gr_mean=gr * 0.7, gr_p50=gr * 0.7, gr_p95=gr, gr_max=min(1.0, gr * 3),
+            peak_p95=min(1.0, gr * self.rng.uniform(2.0, 4.0)) if bursty else gr * self.rng.uniform(1.0, 1.2),
+            fb_p99=fb, fb_max=min(memory * 0.98, fb * (self.rng.uniform(1.3, 2.2) if spiky else 1.02)),
+            step_s=self.rng.choice([15, 30, 60, 300]), max_pushed_down=self.rng.random() < 0.7,
+            active_fraction=self.rng.uniform(0.3, 1.0))
+
+    def idle(self, nodes: list[str]) -> None:
+        ns, wl = self.namespace(False), self.name()
+        node = self.place(nodes, 1)
+        if node is None:
+            return
+        self.fleet.pods.append(Pod(f"{wl}-0", node, wl, namespace=ns, kind="StatefulSet"))
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=0.003, gr_p50=0.0, gr_p95=0.01, gr_max=0.5,
+                                           active_fraction=self.rng.uniform(0.0, 0.08), fb_p99=2000, fb_max=2200)
+
+    def nightly(self, nodes: list[str]) -> None:
+        ns, wl = self.namespace(False), self.name()
+        node = self.place(nodes, 1)
+        if node is None:
+            return
+        start = self.rng.randrange(24)
+        run = [(start + i) % 24 for i in range(self.rng.randint(1, 4))]
+        self.fleet.pods.append(Pod(f"{wl}-0", node, wl, namespace=ns))
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=0.9 * len(run) / 24, gr_p50=0.0, gr_p95=0.9, gr_max=0.97,
+                                           active_fraction=len(run) / 24, recurring_hours=run, days_observed=7)
+
+    def gang(self, nodes: list[str], per_node: int) -> None:
+        ns, wl = self.namespace(self.rng.random() < 0.2), self.name()
+        size = self.rng.randint(2, 4)
+        g = self.rng.choice([1, 2, per_node // 2 or 1])
+        strict = self.rng.random() < 0.6
+        placed: list[str] = []
+        for _ in range(size):
+            node = self.place(nodes, g, avoid=set(placed) if self.rng.random() < 0.7 else None)
+            if node is None:
+                break
+            placed.append(node)
+        if not placed:
+            return
+        busy = self.rng.random() < 0.5
+        least = len(placed) if strict else self.rng.randint(1, len(placed))
+        for i, node in enumerate(placed):
+            self.fleet.pods.append(Pod(f"{wl}-{i}", node, wl, namespace=ns, kind="VolcanoJob", gpus=g, gang=wl,
+                                       gang_min=least))
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=0.85 if busy else 0.2, gr_p50=0.85 if busy else 0.15,
+                                           gr_p95=0.95 if busy else 0.4, fb_p99=30000, fb_max=32000)
+        if busy and least >= len(placed) > 1:  # strict: minMember covers every pod
+            self.busy.add((ns, wl))
+
+    def replicated(self, nodes: list[str]) -> None:
+        ns, wl = self.namespace(self.rng.random() < 0.5), self.name()
+        n = self.rng.randint(2, 3)
+        app = self.name()
+        placed = 0
+        for i in range(n):
+            node = self.place(nodes, 1)
+            if node is None:
+                break
+            self.fleet.pods.append(Pod(f"{wl}-{i}", node, wl, namespace=ns, labels={"app": app}))
+            placed += 1
+        if placed:
+            self.fleet.usage[(ns, wl)] = Usage(gr_mean=0.5, gr_p95=0.7, fb_p99=20000, fb_max=21000)
+            if self.rng.random() < 0.7:
+                key, value = self.rng.choice([("min_available", "1"), ("max_unavailable", "1"),
+                                              ("min_available", str(placed)), ("max_unavailable", "50%")])
+                self.fleet.pdbs.append({"cluster": "c", "namespace": ns, "name": self.name(),
+                                        "selector": json.dumps({"matchLabels": {"app": app}}),
+                                        "min_available": value if key == "min_available" else None,
+                                        "max_unavailable": value if key == "max_unavailable" else None})
+
+    def mig_node(self, model: str, price: float, zone: str) -> None:
+        (node,) = self.nodes(model, 1, price, 1, self.name(), zone, mig_config="all-1g.10gb")
+        ns, wl = self.namespace(True), self.name()
+        for i in range(self.rng.randint(0, 7)):
+            self.fleet.pods.append(Pod(f"{wl}-{i}", node, wl, namespace=ns, mig_profile="1g.10gb"))
+        self.fleet.usage[(ns, wl)] = Usage(gr_p95=0.6, fb_p99=7000, fb_max=8000)
+
+    def queue(self) -> None:
+        pod = self.rng.choice([1, 2, 3, 4, 8])
+        gang = pod * self.rng.randint(1, 4)
+        quota = float(self.rng.randint(1, 40))
+        self.fleet_queues.append({
+            "queue": self.name(), "weight": self.rng.randint(1, 10),
+            "deserved_gpu": quota if self.rng.random() < 0.7 else None,
+            "capability_gpu": quota + self.rng.randint(0, 8) if self.rng.random() < 0.8 else None,
+            "allocated_gpu_avg": quota * self.rng.uniform(0, 0.6),
+            "allocated_gpu_p95": quota * self.rng.uniform(0, 0.6), "allocated_gpu_max": quota * self.rng.uniform(0, 0.9),
+            "used_gpu_avg": 0.5, "pending_p95_s": self.rng.choice([2.0, 4000.0]), "pending_pods": 0,
+            "largest_pod_gpus": float(pod), "largest_gang_gpus": float(gang)})
+
+    # -- KubeRay and services that sleep -------------------------------------------------
+    def stretches(self, hours: int, busy_hours: int) -> list[tuple[datetime, int]]:
+        """Idle stretches over ``hours``: busy ``busy_hours`` a day from a random hour, idle otherwise."""
+        if busy_hours <= 0:
+            return [(T0, hours)]
+        start = self.rng.randrange(24)
+        busy = [(h - start) % 24 < busy_hours for h in range(hours)]
+        out: list[tuple[datetime, int]] = []
+        for h, b in enumerate(busy):
+            if b:
+                continue
+            if out and (out[-1][0] - T0).total_seconds() / 3600 + out[-1][1] == h:
+                out[-1] = (out[-1][0], out[-1][1] + 1)
+            else:
+                out.append((T0 + timedelta(hours=h), 1))
+        return out
+
+    def sleepy_service(self, nodes: list[str]) -> None:
+        """A service busy some hours a day (maybe with recurring hours), idle in between; sometimes
+        production, sometimes already scaled by KEDA, sometimes idle nearly all along."""
+        prod = self.rng.random() < 0.3
+        ns, wl = self.namespace(prod), self.name()
+        kind = self.rng.choice(["Deployment", "Deployment", "StatefulSet", "VolcanoJob"])
+        replicas = self.rng.choice([1, 1, 2])
+        placed = [n for n in (self.place(nodes, 1) for _ in range(replicas)) if n]
+        if not placed:
+            return
+        for i, node in enumerate(placed):
+            self.fleet.pods.append(Pod(f"{wl}-{i}", node, wl, namespace=ns, kind=kind))
+        busy = self.rng.choice([0, 1, 2, 6, 12, 20])
+        share = busy / 24
+        recurring = sorted({(self.rng.randrange(24) + i) % 24 for i in range(busy)}) if self.rng.random() < 0.5 else []
+        self.fleet.usage[(ns, wl)] = Usage(
+            gr_mean=0.4 * share, gr_p50=0.4 if share > 0.5 else 0.0, gr_p95=0.7 if busy else 0.004,
+            peak_p95=0.8 if busy else 0.004, gr_max=0.9 if busy else 0.01, active_fraction=share,
+            recurring_hours=recurring, days_observed=2, fb_p99=9000, fb_max=9500)
+        self.models.setdefault("idle_stretches", []).append(
+            stretch_row(self.fleet, ns, wl, self.stretches(int(self.fleet.hours), busy), kind=kind))
+        if self.rng.random() < 0.2:
+            self.models.setdefault("scaled_workloads", []).append(scaled_row(self.fleet, ns, wl, kind))
+            self.scaled.add((ns, wl))
+
+    def ray_cluster(self, nodes: list[str], per_node: int) -> None:
+        """A Ray cluster: maybe a GPU head, one or two GPU worker groups (random autoscaler, minReplicas,
+        idle stretches), maybe created by a RayJob that finished while the cluster stayed."""
+        ns, name = self.namespace(self.rng.random() < 0.2), self.name()
+        groups: list[tuple[str, list[str]]] = []
+        for group in (["headgroup"] if self.rng.random() < 0.4 else []) + [self.name() for _ in range(
+                self.rng.randint(1, 2))]:
+            n = 1 if group == "headgroup" else self.rng.randint(1, max(1, per_node))
+            placed = [p for p in (self.place(nodes, 1) for _ in range(n)) if p]
+            if placed:
+                groups.append((group, placed))
+        if not groups:
+            return
+        for group, placed in groups:
+            kind = "head" if group == "headgroup" else "worker"
+            for i, node in enumerate(placed):
+                self.fleet.pods.append(Pod(f"{name}-{group}-{kind}-{i}", node, name, namespace=ns, kind="RayCluster",
+                                           labels={"ray.io/group": group, "ray.io/cluster": name}))
+        self.fleet.usage[(ns, name)] = Usage(gr_mean=0.3, gr_p50=0.2, gr_p95=0.8, active_fraction=0.5)
+        owner = ("RayJob", self.name()) if self.rng.random() < 0.4 else None
+        for index, (group, placed) in enumerate(groups):
+            autoscaling = self.rng.random() < 0.5
+            low = self.rng.choice([0, len(placed)])
+            self.models.setdefault("ray_groups", []).append(ray_group_row(
+                self.fleet, ns, name, group, replicas=len(placed), min_replicas=low, autoscaling=autoscaling,
+                idle_timeout_s=self.rng.choice([None, 60, 7200]), head_gpus=1.0 if group == "headgroup" else 0.0,
+                group_index=index, owner=owner, gr_hourly_max_p95=self.rng.choice([0.02, 0.5])))
+            self.models.setdefault("idle_stretches", []).append(stretch_row(
+                self.fleet, ns, name, self.stretches(int(self.fleet.hours), self.rng.choice([1, 2, 6, 20])),
+                kind="RayCluster", group=group))
+        if owner:
+            end = T0 + timedelta(hours=self.rng.randint(0, 40), minutes=self.rng.choice([0, 17, 58]))
+            self.models.setdefault("ray_jobs", []).append(ray_job_row(
+                self.fleet, ns, owner[1], name, end, shutdown=self.rng.random() < 0.3,
+                ttl_s=self.rng.choice([0, 300, 86400]), uses_existing=self.rng.random() < 0.1,
+                post_peak=self.rng.choice([0.0, 0.0, 0.5])))
+
+    fleet_queues: list[dict[str, Any]]
+
+    def build(self) -> RandomFleet:
+        self.fleet_queues = []
+        shapes = self.rng.sample(SHAPES, self.rng.randint(1, 3))
+        for model, gpus, price, memory in shapes:
+            for _ in range(self.rng.randint(1, 2)):
+                pool, zone = self.name(), self.rng.choice(["z1", "z2"])
+                mig = "all-disabled" if model.startswith(("H100", "A100")) and self.rng.random() < 0.4 else None
+                nodes = self.nodes(model, gpus, price, self.rng.randint(2, 6 if gpus > 1 else 9), pool, zone,
+                                   mig_config=mig)
+                for _ in range(self.rng.randint(0, 5)):
+                    self.small_service(nodes, memory)
+                for _ in range(self.rng.randint(0, 2)):
+                    self.idle(nodes)
+                if self.rng.random() < 0.3:
+                    self.nightly(nodes)
+                if self.rng.random() < 0.4:
+                    self.sleepy_service(nodes)
+                if self.rng.random() < 0.3:
+                    self.ray_cluster(nodes, gpus)
+                if gpus > 1:
+                    for _ in range(self.rng.randint(0, 3)):
+                        self.gang(nodes, gpus)
+                    if self.rng.random() < 0.5:
+                        self.replicated(nodes)
+            if model.startswith(("H100", "A100")) and self.rng.random() < 0.5:
+                self.mig_node(model, price / gpus, self.rng.choice(["z1", "z2"]))
+        for _ in range(self.rng.randint(0, 3)):
+            self.queue()
+        # the model rows priced a workload's pods as they were when it was added; every pod is placed by now
+        return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy, self.models, self.scaled)
+
+
+def random_fleet(seed: int) -> RandomFleet:
+    return Builder(seed).build()
