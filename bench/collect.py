@@ -96,9 +96,12 @@ def server_alone(url: str, queries: list[Query], n: int) -> tuple[float, int]:
     return time.perf_counter() - t, nbytes
 
 
-def gpuinsight_rows(cfg: Config, chunks: list[list[Query]], step: int) -> tuple[float, int]:
-    """(b): the collector's fetch pipeline -> rows ready to load (everything but the writes)."""
+def gpuinsight_rows(cfg: Config, chunks: list[list[Query]], step: int, planned: PrometheusSource
+                    ) -> tuple[float, int]:
+    """(b): the collector's fetch pipeline -> rows ready to load (everything but the writes),
+    with the plan's refiner (spotting steps with readings that are not measurements)."""
     src = PrometheusSource(cfg)
+    src.refiner = planned.refiner
     t = time.perf_counter()
     rows = 0
     for batch in src._batches(chunks, step):
@@ -159,7 +162,7 @@ def compare(url: str, server_pid: int, spec: FleetSpec, rounds: int, workdir: Pa
         cfg = base.with_(prometheus=PrometheusConfig(url=url, concurrency=n))
         contenders: dict[str, Callable[[], tuple[float, int]]] = {
             "c": lambda n=n: server_alone(url, queries, n),
-            "b": lambda cfg=cfg: gpuinsight_rows(cfg, chunks, spec.interval_s),
+            "b": lambda cfg=cfg: gpuinsight_rows(cfg, chunks, spec.interval_s, plan_src),
             "b'": lambda cfg=cfg: gpuinsight_collect(cfg, spec, workdir),
             "a": lambda n=n: client_library(url, queries, n),
         }

@@ -67,12 +67,11 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     ``stats`` receives what ``dcgm_samples`` counts (series without identity, dropped readings,
     GPUs placed or not); ``nodes`` is the evidence for node resolution.
     """
-    pairs = [((q, m), series_identity(q, m, stats, nodes, node_labels)) for q, m in answers if m.points]
-    answers = [a for a, _ in pairs]
+    answers = [(q, m) for q, m in answers if m.points]
     if not answers:
         return pl.DataFrame(schema=_ROWS)
     offsets = np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]])
-    series = pl.concat([i.with_columns(pl.col("_g") + int(o)) for (_, i), o in zip(pairs, offsets, strict=True)])
+    series = series_identity(answers, stats, nodes, node_labels)
     n_series = sum(len(m.labels) for _, m in answers)
 
     # per series (index g, in answer order): its key, the bounds of its readings, and codes
@@ -196,23 +195,26 @@ def _dense_rank(cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]
     return np.flatnonzero(seen), rank[cell]
 
 
-def series_identity(q: Query, m: Matrix, stats: TransformStats, nodes: NodeDirectory,
+def series_identity(answers: Sequence[tuple[Query, Matrix]], stats: TransformStats, nodes: NodeDirectory,
                     node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
-    """``dcgm_identified``'s identity columns for every series of one answer (``_g``: its index;
-    ``_col``: the column it feeds).
+    """``dcgm_identified``'s identity columns for every series of the answers (``_g``: its index,
+    answer after answer; ``_col``: the column it feeds).
 
     Each series enters as one reading at an instant of its own, so no two series merge: its
     row is its identity, or it is skipped (and counted) as ``dcgm_samples`` would skip it.
+    One call for all answers: a GPU's fields share their label sets, resolved once.
     """
-    n = len(m.labels)
-    frame = pl.DataFrame({
-        "metric": pl.Series([q.metric], dtype=pl.Utf8).new_from_index(0, n),
-        "ts": pl.Series(np.arange(n, dtype=np.int64)).cast(TS),
-        "value": np.zeros(n),
-    })
-    labels = m.label_frame(q.keep)
-    frame = pl.concat([frame, labels], how="horizontal") if labels.width else frame
-    rows = dcgm_identified(frame.filter(pl.Series(m.lens > 0)), stats, nodes, node_labels)  # no points: no row
+    frames = []
+    for q, m in answers:
+        n = len(m.labels)
+        frame = pl.DataFrame({"metric": pl.Series([q.metric], dtype=pl.Utf8).new_from_index(0, n)})
+        labels = m.label_frame(q.keep)
+        frames.append(pl.concat([frame, labels], how="horizontal") if labels.width else frame)
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    lens = np.concatenate([m.lens for _, m in answers])
+    frame = frame.with_columns(pl.Series("ts", np.arange(frame.height, dtype=np.int64)).cast(TS),
+                               pl.lit(0.0).alias("value"))
+    rows = dcgm_identified(frame.filter(pl.Series(lens > 0)), stats, nodes, node_labels)  # no points: no row
     return rows.select(pl.col("ts").cast(pl.Int64).alias("_g"), "_col", *IDENTITY_COLUMNS)
 
 
