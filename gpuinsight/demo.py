@@ -15,6 +15,7 @@ import polars as pl
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.progress import Progress
+from gpuinsight.reports.signals import summary_lines
 from gpuinsight.rules.base import Plan
 from gpuinsight.sources.gpu_nodes import unmatched_note
 
@@ -99,6 +100,7 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
         for rule, savings in sorted(by_rule.items(), key=lambda kv: -sum(kv[1])):
             lines.append(f"  {rule:<13} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
         lines += ray_and_scale_to_zero_lines(plan)
+        lines += summary_lines(plan.recommendations)
         basis = plan.savings_by_basis
         lines.append(f"  nodes released ${basis.get('nodes_released', 0):,.0f}/month; GPUs returned to the pool "
                      f"${basis.get('gpus_returned', 0):,.0f}/month; spot price difference "

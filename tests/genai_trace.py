@@ -109,7 +109,7 @@ def load_trace(wh: Warehouse, *, gpus_per_node: int = 1, step_s: int = 300, prod
         wh.merge("pods", pod_rows, ["cluster", "uid"], con=con)
         wh.merge("prices", prices, ["catalog", "instance_type", "gpu_model"], con=con)
         con.register("_samples", samples.to_arrow())
-        con.execute("INSERT INTO gpu_samples SELECT * FROM _samples")
+        con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM _samples")
         con.unregister("_samples")
         rebuild_gpu_hourly(con, samples.select("ts"))
     return {"pods": pods.height, "nodes": nodes.height, "samples": samples.height}

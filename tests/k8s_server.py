@@ -56,6 +56,7 @@ VOLCANO = {
     "queues": Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False),
     "podgroups": Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
     "vcjobs": Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", True),
+    "hypernodes": Resource("topology.volcano.sh", "v1alpha1", "hypernodes", "HyperNode", False),
 }
 KARPENTER = {"nodepools": Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)}
 KUBERAY = {

@@ -1,8 +1,9 @@
 """Random fleets for the rules' property tests: meaningless names, several GPU models and
-pools, MIG nodes (and nodes labelled ``all-disabled``), gangs spread over nodes (strict and
-elastic, busy and idle), memory-spiky and bursty services, idle pods alone on nodes, nightly
-jobs, services behind PodDisruptionBudgets, production markers spelled every which way, and
-queues holding large-pod jobs. Every fleet is built from one seed, so a failure names it."""
+pools, MIG nodes (and nodes labelled ``all-disabled``), nodes in racks, gangs spread over nodes
+(strict and elastic, busy and idle), training pods that may wait for their input, memory-spiky
+and bursty services, idle pods alone on nodes, nightly jobs, services behind
+PodDisruptionBudgets, production markers spelled every which way, and queues holding
+large-pod jobs. Every fleet is built from one seed, so a failure names it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import polars as pl
 
 from tests.ray_keda_frames import T0, frame, ray_group_row, ray_job_row, scaled_row, stretch_row
 from tests.rule_fleets import Fleet, Node, Pod, Usage
+
+RACK_LABEL = "topology.kubernetes.io/rack"
 
 # (model, GPUs per node, $/node-hour, GPU memory MiB) - prices of the same order as the catalog's
 SHAPES = [("H100-80GB", 8, 55.04, 81559), ("H100-80GB", 1, 6.88, 81559), ("A100-80GB", 8, 27.45, 81920),
@@ -83,8 +86,10 @@ class Builder:
 
     def nodes(self, model: str, gpus: int, price: float, count: int, pool: str, zone: str, **kw: Any) -> list[str]:
         out = []
+        racks = [self.name() for _ in range(self.rng.randint(1, 3))] if self.rng.random() < 0.6 else []
         for _ in range(count):
-            n = Node(self.name(), model=model, gpus=gpus, price=price, pool=pool, zone=zone, **kw)
+            labels = {RACK_LABEL: self.rng.choice(racks)} if racks else {}
+            n = Node(self.name(), model=model, gpus=gpus, price=price, pool=pool, zone=zone, labels=labels, **kw)
             self.fleet.nodes.append(n)
             self.free[n.name] = float(gpus)
             out.append(n.name)
@@ -161,6 +166,36 @@ class Builder:
                                            gr_p95=0.95 if busy else 0.4, fb_p99=30000, fb_max=32000)
         if busy and least >= len(placed) > 1:  # strict: minMember covers every pod
             self.busy.add((ns, wl))
+
+    def trainer(self, nodes: list[str], per_node: int) -> None:
+        """A training pod that may wait for its input: bursts, stalls, loader CPU, PCIe RX."""
+        ns, wl = self.namespace(False), self.name()
+        g = self.rng.choice([1, 2, per_node // 2 or 1])
+        node = self.place(nodes, g)
+        if node is None:
+            return
+        burst = self.rng.uniform(0.3, 0.98)
+        duty = self.rng.uniform(0.3, 0.98)
+        stalls = self.rng.uniform(0.0, 0.6)
+        request = float(self.rng.choice([2, 4, 8, 16]))
+        measured = self.rng.random()
+        inp = {"pod_steps": 576, "hours_observed": 48.0, "step_s": self.rng.choice([30, 60, 300]),
+               "min_pushed_down": self.rng.random() < 0.5, "burst_level": burst, "gr_mean": burst * duty,
+               "duty_cycle": duty, "busy_step_fraction": duty, "idle_step_fraction": stalls * 0.7,
+               "mixed_step_fraction": stalls * 0.3, "fb_mean_mib": 15000.0, "fb_cv": self.rng.choice([0.01, 0.3]),
+               "fb_busy_mib": 15000.0, "fb_idle_mib": self.rng.choice([14900.0, 3000.0]), "gr_idle_mean": 0.01,
+               "pcie_coverage": 1.0 if measured > 0.3 else 0.0,
+               "pcie_rx_busy_bps": 4e9, "pcie_rx_idle_bps": self.rng.choice([5e7, 3e9]) if measured > 0.3 else None,
+               "pcie_rx_gr_corr": 0.5, "nvlink_coverage": 0.0, "nvlink_rx_busy_bps": None, "nvlink_rx_idle_bps": None,
+               "cpu_coverage": 1.0 if measured > 0.6 else 0.0, "cpu_busy_cores": request / 2,
+               "cpu_idle_cores": self.rng.choice([request * 0.95, request / 3]) if measured > 0.6 else None,
+               "cpu_max_cores": request, "cpu_gr_corr": -0.5, "busy_runs": 40, "idle_runs": 40,
+               "busy_run_mean_s": 1200.0, "idle_run_mean_s": 600.0, "burst_period_s": 1800.0, "idle_run_cv": 0.2,
+               "cpu_request": request}
+        self.fleet.pods.append(Pod(f"{wl}-0", node, wl, namespace=ns, kind="VolcanoJob", gpus=g))
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=burst * duty, gr_p50=burst if duty > 0.5 else 0.01, gr_p95=burst,
+                                           gr_max=min(1.0, burst * 1.05), peak_p95=burst,
+                                           active_fraction=duty, fb_p99=15000, fb_max=15500, input=inp)
 
     def replicated(self, nodes: list[str]) -> None:
         ns, wl = self.namespace(self.rng.random() < 0.5), self.name()
@@ -303,6 +338,8 @@ class Builder:
                     self.sleepy_service(nodes)
                 if self.rng.random() < 0.3:
                     self.ray_cluster(nodes, gpus)
+                for _ in range(self.rng.randint(0, 2)):
+                    self.trainer(nodes, gpus)
                 if gpus > 1:
                     for _ in range(self.rng.randint(0, 3)):
                         self.gang(nodes, gpus)

@@ -68,6 +68,9 @@ class Usage:
     days_observed: int = 2
     step_s: int = 60
     max_pushed_down: bool = True
+    # workload_input_profile / workload_checkpoint_signal columns (None: no such row)
+    input: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 @dataclass
@@ -78,6 +81,7 @@ class Fleet:
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     hours: float = HOURS
     cluster: str = "c"
+    hypernodes: list[dict[str, Any]] = field(default_factory=list)   # {name, tier, members}
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
@@ -100,9 +104,22 @@ class Fleet:
             "disruption_budgets": pl.DataFrame(self.pdbs, schema={
                 "cluster": pl.Utf8, "namespace": pl.Utf8, "name": pl.Utf8, "selector": pl.Utf8,
                 "min_available": pl.Utf8, "max_unavailable": pl.Utf8}),
+            "workload_input_profile": self._signal("input"),
+            "workload_checkpoint_signal": self._signal("checkpoint"),
+            "network_topology": pl.DataFrame(
+                [{"cluster": self.cluster, "name": h["name"], "tier": h["tier"], "tier_name": h.get("tier_name"),
+                  "members": json.dumps(h["members"])} for h in self.hypernodes],
+                schema={"cluster": pl.Utf8, "name": pl.Utf8, "tier": pl.Int32, "tier_name": pl.Utf8,
+                        "members": pl.Utf8}),
         }
         out.update(extra)
         return out
+
+    def _signal(self, attr: str) -> pl.DataFrame:
+        kinds = {(p.namespace, p.workload): p.kind for p in self.pods}
+        rows = [{"cluster": self.cluster, "namespace": ns, "workload_kind": kinds.get((ns, wl), "Deployment"),
+                 "workload": wl, **getattr(u, attr)} for (ns, wl), u in self.usage.items() if getattr(u, attr)]
+        return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
     def _gpu_equiv(self, p: Pod) -> float:
         if p.mig_profile:

@@ -46,7 +46,7 @@ DEVICE_PLUGIN_DEFAULT = "version: v1\nflags:\n  migStrategy: mixed\n"
 
 CONTEXT = "sample-fleet"
 DUMP_RESOURCES = {"nodes", "pods", "events", "queues", "podgroups", "vcjobs", "nodepools", "pdbs", "rayclusters",
-                  "rayjobs", "scaledobjects"}
+                  "rayjobs", "scaledobjects", "hypernodes"}
 # Set on pods by their controllers / admission, not part of the owner's pod template.
 POD_ONLY_LABELS = ("pod-template-hash", "controller-revision-hash", "statefulset.kubernetes.io/pod-name",
                    "apps.kubernetes.io/pod-index")
@@ -327,7 +327,8 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for body in bodies:
         by_rule.setdefault(body["rule"], []).append(body)
-    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue", "ray", "scale_to_zero"}
+    assert set(by_rule) == {"binpack", "spot", "idle", "mig", "timeslice", "mps", "queue", "ray", "scale_to_zero",
+                           "input_starved", "topology"}
 
     # KubeRay: the finished job's cluster is let go, the idle workers' floor lowered, the head's GPU removed
     ray = {b["proposed"]["change"]: b for b in by_rule["ray"]}
@@ -347,6 +348,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     assert ("scaledobjects", "ml-demo", "summarizer-preview") not in before
     assert so["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": stz["workload"]}
     assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (0, 1)
+    check_signal_findings(by_rule, before, after_apply)
 
     (queue,) = by_rule["queue"]
     was, now = (s[("queues", None, queue["queue"])]["spec"] for s in (before, after_apply))
@@ -368,7 +370,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     already = before[("nodes", None, node)]["metadata"]["labels"].get("nvidia.com/mig.config") == layout
     assert bool(relabelled) != already, "the node is relabelled unless it already runs the layout"
 
-    (spot,) = by_rule["spot"]
+    spot = next(b for b in by_rule["spot"] if b["workload"] == "feature-extract")
     pool_key = ("nodepools", None, spot["proposed"]["node_pool"])
     assert spot["proposed"]["from_node_pool"] == "gpu-a100-od" and pool_key not in before
     pool = after_apply[pool_key]
@@ -425,6 +427,35 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     for body in by_rule["idle"]:
         assert after_apply[(PLURALS[body["target"]["kind"]], body["namespace"], body["workload"])]["spec"][
             "replicas"] == 0
+
+
+def check_signal_findings(by_rule: dict[str, list[dict[str, Any]]], before: dict[Key, dict[str, Any]],
+                          after_apply: dict[Key, dict[str, Any]]) -> None:
+    """Issue 14's findings: the Volcano Jobs are never patched in place; their next submission (the
+    manifest patch applied to the job) validates against the Job CRD and carries the change."""
+    crds = schemas_for(CRDS)
+
+    def resubmitted(body: dict[str, Any]) -> dict[str, Any]:
+        key = ("jobs", body["namespace"], body["workload"])
+        assert after_apply[key] == before[key], "a submitted Volcano Job is never patched (its webhook refuses)"
+        (manifest,) = [a for a in body["actions"] if a["type"] == "manifest-patch"]
+        job = json_patch(before[key], manifest["patch"])
+        assert validate_object(job, crds) == []
+        return job
+
+    (topo,) = by_rule["topology"]
+    assert topo["workload"] == "bert-ddp" and topo["monthly_savings_usd"] == 0
+    assert resubmitted(topo)["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
+    (starved,) = by_rule["input_starved"]
+    assert starved["proposed"]["cause"] == "cpu" and starved["proposed"]["cpu_request"] == 12
+    (task,) = resubmitted(starved)["spec"]["tasks"]
+    resources = task["template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "12" and resources["requests"]["nvidia.com/gpu"] == "2", \
+        "the CPU grows, the GPUs stay"
+    for body in by_rule["spot"]:
+        if body["workload"] != "feature-extract":
+            assert body["evidence"]["checkpoint_interval_min"] in (20.0, 30.0)
+            resubmitted(body)
 
 
 def test_a_reviewed_plan_file_is_applied_exactly_and_only_the_chosen_ids(demo_db: Path, tmp_path: Path) -> None:

@@ -492,7 +492,7 @@ def test_fake_server_discovery_and_errors() -> None:
     with FakeKubeAPI(crds=("volcano",)).load(nodes=[node()], queues=[queue()]) as fake:
         assert get(fake, "/api")[1]["versions"] == ["v1"]
         groups = {g["name"] for g in get(fake, "/apis")[1]["groups"]}
-        assert groups == {"policy", "scheduling.volcano.sh", "batch.volcano.sh"}
+        assert groups == {"policy", "scheduling.volcano.sh", "batch.volcano.sh", "topology.volcano.sh"}
         assert {r["name"] for r in get(fake, "/apis/scheduling.volcano.sh/v1beta1")[1]["resources"]} == {
             "queues", "podgroups"}
         assert get(fake, "/apis/karpenter.sh/v1")[0] == 404

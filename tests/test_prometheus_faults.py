@@ -30,7 +30,7 @@ T0_S = 1793491200
 TABLES = ("gpu_samples", "gpus", "pods", "nodes", "gpu_hourly", "clusters")
 # 7 GPU series x 13 DCGM queries (9 spellings, 4 with a max) = 91 points per step:
 # 24 steps (2 h) per chunk, 3 chunks
-POINTS_PER_BATCH = 24 * 91
+POINTS_PER_BATCH = 24 * 98  # 7 GPU series x 14 queries per step (avg, max, min)
 
 
 def cfg_for(tmp_path: Path, url: str, name: str, **prom: object) -> Config:

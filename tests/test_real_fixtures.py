@@ -44,6 +44,10 @@ SETS: dict[str, tuple[str, ...]] = {
     "ksm198": ("ksm/v1.9.8.prom",),
     "ksm200": ("ksm/v2.0.0.prom",),
     "ksm2100": ("ksm/v2.10.0.prom",),
+    # PCIe receive/transmit (issue 14): an idle L40S, a DRA-shared GH200, and 10 minutes of stalls
+    "pcie": ("dcgm/k8s-ai-conformance-upcloud-l40s.prom",),
+    "dra": ("dcgm/k8s-website-dra-pcie-rx.prom",),
+    "stalls": ("dcgm/pcie-stalls.om",),
 }
 
 
@@ -189,6 +193,47 @@ def test_series_without_gpu_identity_are_skipped_with_file_and_line(tmp_path: Pa
             'entities.prom:1: DCGM_FI_DEV_POWER_USAGE{hostname="testhost",nvswitch="0"}') in notes
 
 
+@pytest.mark.parametrize("name", ["ksm198", "ksm200", "ksm2100"])
+def test_the_cpu_request_of_gpu_pods_is_read_in_every_generation(tmp_path: Path, name: str) -> None:
+    wh, _ = load(tmp_path, name)
+    with wh:
+        assert {r[0] for r in wh.sql("SELECT cpu_request FROM pods WHERE gpu_request > 0").rows()} == {0.2}
+
+
+def test_container_cpu_rate_from_the_kubelets_counter() -> None:
+    """kubernetes/kubernetes resource_metrics_test.go lines, scraped twice a minute apart: the
+    rate per container, summed per pod, in the step the interval starts in."""
+    from gpuinsight.sources.cadvisor import pod_cpu_samples
+
+    series = parse_exposition((REAL / "kubelet/resource-metrics-two-scrapes.prom").read_bytes())
+    dropped: dict[str, int] = {}
+    rows = pod_cpu_samples(series, "real", 60, dropped).select("namespace", "pod", "ts", "cpu_cores").rows()
+    assert rows == [("namespace_a", "pod_a", datetime(2021, 6, 22, 21, 11), 1.5),  # 30/60 + 60/60 cores
+                    ("namespace_b", "pod_b", datetime(2021, 6, 22, 21, 11), 0.25)]
+    assert not any(dropped.values())
+
+
+def test_pcie_rates_load_from_real_scrapes(tmp_path: Path) -> None:
+    wh, notes = load(tmp_path, "pcie")
+    with wh:
+        row = wh.sql("SELECT pcie_rx_bps, pcie_tx_bps, pcie_tx_max_bps, gr_active, gr_active_min, pod "
+                     "FROM gpu_samples").rows()
+    assert row == [(19831.0, 175084.0, 175084.0, 0.0, 0.0, "")]  # an idle GPU: bytes/s, not counters
+    assert any("not read: DCGM_FI_DEV_PCIE_REPLAY_COUNTER" in n for n in notes), notes
+    wh, _ = load(tmp_path, "dra")
+    with wh:  # two pods share one GH200 through DRA: each keeps its row with the GPU's rate
+        rows = wh.sql("SELECT namespace, pod, pcie_rx_bps, gr_active FROM gpu_samples ORDER BY pod").rows()
+    assert rows == [("gpu-test3", "pod1", 23792.0, None), ("gpu-test3", "pod2", 23792.0, None)]
+
+
+def test_pcie_blank_is_dropped_and_a_fast_transfer_is_kept(tmp_path: Path) -> None:
+    wh, notes = load(tmp_path, "stalls")
+    with wh:
+        rx = wh.sql("SELECT pcie_rx_bps FROM gpu_samples WHERE pcie_rx_bps IS NOT NULL ORDER BY ts").rows()
+    assert len(rx) == 19 and (3.25e9,) in rx  # 3.25 GB/s passes BLANK_FLOOR: a real PCIe rate
+    assert any(n.startswith("DCGM_FI_PROF_PCIE_RX_BYTES: dropped 1 reading(s)") and "blank" in n for n in notes)
+
+
 def test_a_file_malformed_as_text_is_still_refused_with_its_line(tmp_path: Path) -> None:
     cfg = Config(db_path=tmp_path / "w.duckdb")
     with Warehouse(cfg.db_path) as wh, pytest.raises(BadInput, match=r"render-metrics-gpu\.prom:3: malformed label set"):
@@ -305,7 +350,7 @@ def test_db_option_before_the_sub_command(tmp_path: Path) -> None:
 
 # -- the same files through a real Prometheus ------------------------------------------------------
 
-PROM_SETS = ("t4", "aks", "v1x", "mixed", "mig", "entities", "sentinels", "ksm198", "ksm200")
+PROM_SETS = ("t4", "aks", "v1x", "mixed", "mig", "entities", "sentinels", "ksm198", "ksm200", "pcie", "dra", "stalls")
 
 
 def _as_series(name: str) -> list[Series]:
@@ -342,7 +387,8 @@ def test_real_fixture_through_prometheus_matches_the_file_path(prom_real: str, t
     with file_wh, Warehouse(cfg.db_path) as wh:
         report = PrometheusSource(cfg, matchers={"fixture": name}).collect(wh, T, T + timedelta(hours=1), 300)
         assert gpus(wh) == gpus(file_wh)
-        pods = "SELECT uid, namespace, name, gpu_request, mig_profile FROM pods WHERE gpu_request > 0 ORDER BY uid"
+        pods = ("SELECT uid, namespace, name, gpu_request, mig_profile, cpu_request FROM pods WHERE gpu_request > 0 "
+                "ORDER BY uid")
         assert wh.sql(pods).rows() == file_wh.sql(pods).rows()
         samples = "SELECT DISTINCT gpu_uuid, mig_instance, namespace, pod FROM gpu_samples ORDER BY ALL"
         assert wh.sql(samples).rows() == file_wh.sql(samples).rows()
@@ -359,3 +405,21 @@ def test_real_fixture_through_prometheus_matches_the_file_path(prom_real: str, t
         assert "DCGM-like metrics: 7 seen, 2 mapped" in notes
     if "DCGM-like metrics" in " ".join(file_notes):
         assert "DCGM-like metrics" in notes
+
+
+def test_stalls_within_a_step_are_pushed_down_as_its_minimum(prom_real: str, tmp_path: Path) -> None:
+    """Bursts and stalls every minute: at a 300 s step the server's min_over_time/max_over_time
+    keep both (the average alone would look like a GPU half busy); the PCIe blank is filtered on
+    the server and the 3.25 GB/s reading kept."""
+    cfg = Config(db_path=tmp_path / "prom.duckdb", cluster="real", prometheus=PrometheusConfig(url=prom_real))
+    with Warehouse(cfg.db_path) as wh:
+        report = PrometheusSource(cfg, matchers={"fixture": "stalls"}).collect(wh, T, T + timedelta(hours=1), 300)
+        rows = wh.sql("SELECT gr_active, gr_active_min, gr_active_max, pcie_rx_bps, step_s FROM gpu_samples "
+                      "WHERE gr_active IS NOT NULL ORDER BY ts").rows()
+    assert [r[4] for r in rows] == [300, 300]
+    for gr, lo, hi, _, _ in rows:
+        assert lo == 0.0 and hi == pytest.approx(0.92) and 0.3 < gr < 0.6
+    kept = [19831.0] * 8 + [3.25e9]  # the second step: readings 10..19 hold no blank
+    assert rows[0][3] == pytest.approx(sum(kept) / len(kept))  # readings 0..9: one blank dropped
+    notes = " | ".join(report.notes)
+    assert "DCGM_FI_PROF_PCIE_RX_BYTES: dropped 1 reading(s)" in notes and "dropped on the server" in notes

@@ -13,7 +13,12 @@ plan's invariants checked from the outside on every one:
   finding (from any rule), savings within the idle stretches or post-job hours they came from,
   never production or a KEDA-scaled workload scaled to zero by default;
 * binpack reaches the optimum on every pool the ILP solves: checked against an independent
-  brute force on the pools small enough for it.
+  brute force on the pools small enough for it (nodes sit in racks: the topology preference
+  never costs a node);
+* input-starved findings only for bursts, a low duty cycle, stalls and a resident model, never
+  with another workload finding, priced at most 1 - duty/target of the cost;
+* topology findings carry no dollars, leave binpack's gangs alone, and propose a placement that
+  fits the free GPUs of one domain the gang is not already within.
 
 ``GPUINSIGHT_PROPERTY_FLEETS`` (default 220) and ``GPUINSIGHT_PROPERTY_SEED`` (default 1000)
 choose the fleets; a failure names its seed (``random_fleet(seed)`` rebuilds it).
@@ -46,7 +51,8 @@ FLEETS = int(os.environ.get("GPUINSIGHT_PROPERTY_FLEETS", "220"))
 SCRAPED = int(os.environ.get("GPUINSIGHT_SCRAPED_FLEETS", "16"))
 SEED = int(os.environ.get("GPUINSIGHT_PROPERTY_SEED", "1000"))
 COMPUTE_TARGET, MEMORY_FACTOR, IDLE_PEAK = 0.80, 1.05, 0.10
-WORKLOAD_KINDS = ("idle", "mig", "mps", "timeslice", "spot", "scale_to_zero")
+WORKLOAD_KINDS = ("idle", "mig", "mps", "timeslice", "spot", "scale_to_zero", "input_starved")
+TARGET_DUTY = 0.95
 ORACLE_NODES, ORACLE_PODS = 5, 8
 
 STATS: dict[str, int] = defaultdict(int)
@@ -211,6 +217,56 @@ def check_ray_and_scale_to_zero(rf: RandomFleet, recs: list[Any]) -> None:
         STATS["scale_to_zero"] += 1
 
 
+def check_signals(rf: RandomFleet, recs: list[Any]) -> None:
+    f = rf.fleet
+    nodes = {n.name: n for n in f.nodes}
+    for r in (r for r in recs if r.rule == "input_starved"):
+        inp = f.usage[(r.namespace, r.workload)].input
+        assert inp is not None and inp["burst_level"] >= 0.5 and inp["duty_cycle"] <= 0.8, r.id
+        assert inp["idle_step_fraction"] + inp["mixed_step_fraction"] >= 0.1 and inp["fb_cv"] <= 0.15, r.id
+        assert inp["fb_idle_mib"] >= 0.9 * inp["fb_busy_mib"], r.id
+        cost = sum(f._gpu_equiv(p) * nodes[p.node].price / nodes[p.node].gpus for p in f.pods
+                   if (p.namespace, p.workload) == (r.namespace, r.workload)) * 730
+        assert r.monthly_savings_usd <= cost * (1 - inp["duty_cycle"] / TARGET_DUTY) + 0.02, r.id
+        assert all(c["gpus"] == 0 for c in r.evidence["claims"]), "waiting time returns no GPUs in space"
+        if inp["cpu_idle_cores"] is not None and inp["cpu_idle_cores"] >= 0.8 * inp["cpu_request"]:
+            assert r.proposed["cause"] == "cpu", r.id
+        STATS["input_starved"] += 1
+    where = {(p.namespace, p.name): p.node for p in f.pods}
+    moved_workloads, released = set(), set()
+    for r in (r for r in recs if r.rule == "binpack"):
+        released |= set(r.proposed["nodes_freed"])
+        for m in r.proposed["moves"]:
+            moved_workloads.add((m["namespace"], m["workload"]))
+            for pod in m["pods"]:
+                where[(m["namespace"], pod)] = m["to"]
+    for r in (r for r in recs if r.rule == "topology"):
+        assert r.monthly_savings_usd == 0 and r.evidence["claims"] == [], r.id
+        assert (r.namespace, r.workload) not in moved_workloads, "binpack already places the gangs it moves"
+        gang = [p for p in f.pods if (p.namespace, p.workload) == (r.namespace, r.workload)]
+        size = {p.name: f._gpu_equiv(p) for p in gang}
+        load: dict[str, float] = defaultdict(float)
+        for p in f.pods:
+            if p.name not in size or p.namespace != r.namespace:
+                load[where[(p.namespace, p.name)]] += f._gpu_equiv(p)
+        placed: dict[str, float] = defaultdict(float)
+        for item in r.proposed["placement"]:
+            placed[item["to"]] += size[item["pod"]]
+        for node, g in placed.items():
+            assert node not in released and nodes[node].model == nodes[gang[0].node].model, r.id
+            assert load[node] + g <= nodes[node].gpus + 1e-9, f"{r.id}: {node} cannot hold the gang"
+        level, domain = r.proposed["level"], r.proposed["domain"]
+
+        def inside(names: set[str], level: str = level, domain: str = domain) -> bool:
+            if level == "node":
+                return names == {domain}
+            key, _, value = domain.partition("=")
+            return all(nodes[n].labels.get(key) == value for n in names)
+
+        assert inside(set(placed)) and not inside({p.node for p in gang}), r.id
+        STATS["topology"] += 1
+
+
 def check_queues(rf: RandomFleet, recs: list[Any]) -> None:
     floors = {q["queue"]: math.ceil(max(q["largest_pod_gpus"], q["largest_gang_gpus"])) for q in rf.queues}
     for r in (r for r in recs if r.rule == "queue"):
@@ -221,7 +277,8 @@ def check_queues(rf: RandomFleet, recs: list[Any]) -> None:
 
 
 # -- binpack against a brute force ------------------------------------------------------------
-def oracle_min_nodes(caps: list[float], pods: list[dict[str, Any]], budgets: dict[str, int]) -> int:
+def oracle_min_nodes(caps: list[float], pods: list[dict[str, Any]], budgets: dict[str, int],
+                     closed: list[bool] | None = None) -> int:
     """Fewest nodes that can keep all pods, by exhaustive search (small pools only)."""
     n = len(caps)
     keep = {p["node"] for p in pods if p["pinned"]}
@@ -250,7 +307,8 @@ def oracle_min_nodes(caps: list[float], pods: list[dict[str, Any]], budgets: dic
             options.append((p["node"], False))
         if not p["pinned"] and not (p["gang"] and p["gang"] not in restart):
             evicted = p["gang"] in restart if p["gang"] else True
-            options += [(j, evicted) for j in inside if j != p["node"] or evicted]
+            options += [(j, evicted) for j in inside if (j != p["node"] or evicted)
+                        and (j == p["node"] or not (closed and closed[j]))]
         for j, evicted in options:
             if load[j] + p["gpus"] > caps[j] + 1e-9:
                 continue
@@ -300,10 +358,11 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
         pods = [p for p in f.pods if p.node in index and (p.namespace, p.name) not in gone]
         if len(members) > ORACLE_NODES or len(pods) > ORACLE_PODS:
             continue
-        caps = []
+        caps, closed = [], []
         for n in members:
             staying = sum(f._gpu_equiv(p) for p in pods if p.node == n.name)
             caps.append(max(n.gpus - returned[n.name], staying))
+            closed.append(staying > n.gpus - returned[n.name] + 1e-9)  # takes no arrivals
         budgets: dict[str, int] = {}
         rows = []
         in_pool = defaultdict(int)
@@ -327,7 +386,7 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
             pinned = strict and ((p.namespace, p.gang) in rf.busy or in_pool[(p.namespace, p.gang)] < size)
             rows.append({"node": index[p.node], "gpus": f._gpu_equiv(p), "gang": p.gang if strict else None,
                          "pinned": pinned, "budgets": own})
-        best = oracle_min_nodes(caps, rows, budgets)
+        best = oracle_min_nodes(caps, rows, budgets, closed)
         r = findings.get(pool)
         kept = r.evidence["nodes_after"] if r else len(members)
         if r is None or r.evidence["plan_is_optimal"]:
@@ -348,6 +407,7 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
             check_sizing(rf, recs)
             check_queues(rf, recs)
             check_ray_and_scale_to_zero(rf, recs)
+            check_signals(rf, recs)
             check_binpack_optimal(rf, recs, ctx)
         except AssertionError as exc:
             raise AssertionError(f"random_fleet({seed}): {exc}") from exc
@@ -422,7 +482,7 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
     assert STATS["fleets"] >= 200
     for key, least in (("mig", 20), ("mps", 20), ("timeslice", 20), ("queue", 20), ("pools_checked", 50),
                        ("pools_with_release", 10), ("scale_to_zero", 20), ("ray:job_cleanup", 10),
-                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20)):
+                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10)):
         assert STATS[key] >= least, (key, dict(STATS))
     if STATS["scraped_fleets"] >= 16:  # the loaded slice reached idle, consolidation and binpack
         assert STATS["scraped_idle"] and STATS["scraped_binpack"], dict(STATS)

@@ -254,7 +254,7 @@ def test_binpack_plans_around_a_spread_gang_and_never_splits_it() -> None:
     f.usage[("ns", "g")] = Usage(gr_mean=0.9)
     for w in ("a0", "b0"):
         f.usage[("ns", w)] = Usage(gr_mean=0.5)
-    (r,) = evaluate_rules(f.frames())
+    (r,) = only(evaluate_rules(f.frames()), "binpack")
     assert r.proposed["nodes_freed"] == ["n1"]
     assert not [m for m in r.proposed["moves"] if m["gang"] == "g"], "a busy gang was touched"
 
@@ -284,7 +284,7 @@ def test_binpack_elastic_gang_moves_only_beyond_min_available() -> None:
                Pod("x", "n2", "x", gpus=4), Pod("y", "n3", "y", gpus=2)]
     f.usage[("ns", "w")] = Usage(gr_mean=0.9)
     recs = evaluate_rules(f.frames())
-    (r,) = recs
+    (r,) = only(recs, "binpack")
     moved = [p for m in r.proposed["moves"] if m["workload"] == "w" for p in m["pods"]]
     assert len(moved) <= 2
     assert all(m["gang"] is None for m in r.proposed["moves"])  # moved one by one, not as a gang

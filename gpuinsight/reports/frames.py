@@ -107,6 +107,8 @@ SAVING_BASES: dict[str, str] = {
     "gpus_returned": "GPUs returned to the pool",
     "price_difference": "cheaper capacity (price difference)",
     "entitlement": "queue entitlement",
+    "waiting_time": "GPU time no longer spent waiting for input",
+    "slowdown_risk": "slowdown risk (evidence only, not priced)",
 }
 NO_BASIS = "basis not stated"
 

@@ -25,6 +25,7 @@ from gpuinsight.reports import charts, ray_keda, theme
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
+from gpuinsight.reports.signals import input_starved_charts, signals_section
 from gpuinsight.reports.tables import has_groups, monthly_factor, waste_table
 from gpuinsight.reports.upload import upload_files
 from gpuinsight.rules.production import with_production
@@ -76,6 +77,7 @@ def build_report(gi: ReportSource, plan: Any = None) -> Report:
             getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
         ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
         ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
+        *input_starved_charts(gi.query, plan.recommendations),
     ]
     sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
     if sleepy:
@@ -89,7 +91,7 @@ def build_report(gi: ReportSource, plan: Any = None) -> Report:
     return Report(cluster=cluster, summary=summary, price_note=note, findings=recs, total_savings_usd=float(total),
                   charts=built, notes=list(getattr(plan, "notes", []) or []),
                   plan_id=getattr(plan, "plan_id", None), waste_tables=tables,
-                  sections=ray_keda.sections(plan.recommendations))
+                  sections=[*ray_keda.sections(plan.recommendations), signals_section(plan.recommendations)])
 
 
 def write_report(gi: ReportSource, out: Path, *, plan: Any = None, png_dir: Path | None = None,

@@ -34,7 +34,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     plan_id: str | None = None
     waste_tables: list[WasteTable] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)  # HTML of the per-kind sections (KubeRay, scale to zero)
+    sections: list[str] = field(default_factory=list)  # HTML of more sections (KubeRay, scale to zero, signals), after the charts
 
 
 def price_note(catalog: str | None, as_of: Any) -> str:
@@ -278,8 +278,8 @@ def render_html(r: Report, specs: dict[str, dict[str, Any]]) -> str:
 {who_wastes(r)}
 <h2>Charts</h2>
 {chart_divs}
-{findings_table(r)}
 {"".join(r.sections)}
+{findings_table(r)}
 {f'<section><h2>Notes</h2><ul>{notes}</ul></section>' if notes else ''}
 </main>
 <footer><p>Buckets: {legend}. Dollar figures are GPU node-hours priced with the catalog named under the

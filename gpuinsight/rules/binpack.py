@@ -13,6 +13,10 @@ it are placed again: by the exact ILP (HiGHS) where the pool is small enough, el
 * Busy multi-pod gangs (mean GR activity at least ``busy_gang_activity``) are never touched;
   production pods only move if ``include_production``.
 * GPUs that earlier findings returned to the pool are not filled with moved work.
+* Topology: among plans releasing the same nodes, a moved gang lands within the tightest
+  network domain it can (one node, then one NVLink domain, rack, block: Volcano HyperNodes or
+  node labels, :mod:`gpuinsight.rules.topology_domains`); the evidence gives each moved gang's
+  span before and after.
 
 The saving is what each released node costs, less what earlier findings already claimed of
 it; the finding belongs to the pool (its nodes), not to a workload.
@@ -119,8 +123,11 @@ class BinpackRule(Rule):
                 continue
             pools[(key[0], n.get("node_pool"), n.get("zone"), n.get("gpu_model"))].append(n)
         out = []
+        topo = ctx.topology(frames)
         for pool_key, members in sorted(pools.items(), key=lambda kv: str(kv[0])):
             problem, pod_rows = pool_problem(pool_key, members, pods_on, budgets, pdbs_by_ns, busy, settings, ctx)
+            for nd in problem.nodes:  # the pool is one zone: the domains between node and zone count
+                nd.domains = tuple(d for lvl, d, _ in topo.of(pool_key[0], nd.name).path[1:] if lvl != "zone")
             rec = self._plan_pool(pool_key, members, problem, pod_rows, leaving, settings, ctx)
             if rec is not None:
                 out.append(rec)
@@ -152,6 +159,7 @@ class BinpackRule(Rule):
         moves = move_list(problem, plan, pod_rows)
         for m in moves:
             ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
+            ctx.pods_moved.update({(cluster, m["namespace"], pod): m["to"] for pod in m["pods"]})
         moved_prod = sorted({f"{m['namespace']}/{m['workload']}: {m['production_reason']}" for m in moves
                              if m["production"]})
         for m in moves:
@@ -161,6 +169,7 @@ class BinpackRule(Rule):
                                    for p in problem.pods], [nd.capacity for nd in problem.nodes])
         kept = len(problem.nodes) - len(freed)
         gangs = sorted(plan.moved_gangs)
+        spans = gang_spans(problem, plan)
         return Recommendation(
             rule="binpack", id=rid, node=names[0] if len(names) == 1 else None,
             title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
@@ -182,6 +191,7 @@ class BinpackRule(Rule):
                 "gap_to_lower_bound_nodes": kept - lower,
                 "gpus_moved": round(sum(m["gpus"] for m in moves), 3),
                 "gangs_restarted": gangs,
+                "gang_spans": spans,
                 "production_moved": moved_prod,
             },
             target=NodeSetTarget(names, "NodeSet", pool).to_dict(),
@@ -225,8 +235,11 @@ def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
         key = (cluster, n["node"])
         pods = pods_on.get(key, [])
         staying = sum(num(p.get("gpus")) for p in pods)
-        capacity = max(num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key), staying)
-        problem.nodes.append(PoolNode(n["node"], capacity, num(n.get("usd_per_hour"))))
+        free_of_claims = num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key)
+        # a node holding more than that (periodic work keeps its place while returning GPU-hours)
+        # keeps what it holds and takes nothing new
+        problem.nodes.append(PoolNode(n["node"], max(free_of_claims, staying), num(n.get("usd_per_hour")),
+                                      closed=staying > free_of_claims + 1e-9))
         for p in pods:
             gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
             strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
@@ -268,3 +281,24 @@ def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any
         m["pods"].append(row["pod"])
         m["gpus"] = round(m["gpus"] + p.gpus, 3)
     return sorted(grouped.values(), key=lambda m: (-m["gpus"], m["namespace"], m["pods"][0]))
+
+
+
+def gang_spans(problem: PoolProblem, plan: PoolPlan) -> dict[str, dict[str, str]]:
+    """Each moved gang's spread before and after the plan (one node, one level-k domain, the pool)."""
+    out = {}
+    for gang, members in sorted(problem.gangs().items()):
+        if gang not in plan.moved_gangs:
+            continue
+        before = problem.span({problem.pods[i].node for i in members})
+        after = problem.span({plan.assign[i] for i in members})
+        out[gang] = {"before": span_name(problem, before), "after": span_name(problem, after)}
+    return out
+
+
+def span_name(problem: PoolProblem, span: int) -> str:
+    if span == 0:
+        return "one node"
+    if span > problem.domain_levels():
+        return "the pool (several domains)"
+    return f"one level-{span} domain"

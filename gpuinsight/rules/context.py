@@ -9,6 +9,7 @@ from typing import Any
 from gpuinsight.rules.common import num, rows, window_hours
 from gpuinsight.rules.ledger import Ledger
 from gpuinsight.rules.production import DEFAULT, ProductionClassifier
+from gpuinsight.rules.topology_domains import Topology, build_topology
 
 
 @dataclass
@@ -23,6 +24,11 @@ class PlanContext:
     hosts: set[tuple[str, str]] = field(default_factory=set)
     # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
     relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
+    # ... and per pod: (cluster, namespace, pod) -> the node it moves to
+    pods_moved: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # the label keys of each topology level (the topology rule's settings; binpack reads them too)
+    topology_labels: dict[str, Any] = field(default_factory=dict)
+    _topology: Topology | None = field(default=None, repr=False)
     _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
 
@@ -31,6 +37,13 @@ class PlanContext:
         if name not in self._rows:
             self._rows[name] = rows(frames.get(name))
         return self._rows[name]
+
+    def topology(self, frames: dict[str, Any]) -> Topology:
+        """Every current node's network domains (HyperNodes, else labels), built once per plan."""
+        if self._topology is None:
+            self._topology = build_topology(self.rows(frames, "nodes_current"), self.rows(frames, "network_topology"),
+                                            self.topology_labels)
+        return self._topology
 
     def is_production(self, row: dict[str, Any]) -> tuple[bool, str]:
         key = (row.get("namespace"), row.get("priority_class"), str(row.get("labels")), str(row.get("annotations")))
@@ -49,6 +62,12 @@ class PlanContext:
         """Claim ``fraction`` of the workload's cost per hour (a cheaper price for the same GPUs),
         on the nodes its pods are on after this plan's moves; no GPUs are returned."""
         return self._claim_parts(finding, row, frames, fraction, returns_gpus=False)
+
+    def claim_workload_time(self, finding: str, row: dict[str, Any], frames: dict[str, Any],
+                            share: float) -> float:
+        """Claim ``share`` of the workload's cost per hour as time its GPUs stop costing (the same
+        work done sooner); no GPUs are returned to the pool in space."""
+        return self._claim_parts(finding, row, frames, share, returns_gpus=False)
 
     def _claim_parts(self, finding: str, row: dict[str, Any], frames: dict[str, Any], share: float,
                      *, returns_gpus: bool) -> float:

@@ -25,7 +25,7 @@ def frames_for(gi: GpuInsight, names: set[str]) -> dict[str, pl.DataFrame]:
 
 
 def needed_frames() -> set[str]:
-    names: set[str] = {"analysis_window", "node_costs"}
+    names: set[str] = {"analysis_window", "node_costs", "nodes_current", "network_topology"}
     for rule in ALL_RULES:
         names.update(rule.needs)
     return names
@@ -42,6 +42,12 @@ def resolve_all(settings: dict[str, dict[str, Any]] | None) -> dict[str, dict[st
         raise BadInput(str(exc)) from exc
 
 
+def topology_label_settings(resolved: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The label keys of each topology level, from the topology rule's settings."""
+    topo = resolved.get("topology") or {}
+    return {level: topo[f"{level}_labels"] for level in ("nvlink", "rack", "block") if f"{level}_labels" in topo}
+
+
 def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
                   *, only: set[str] | None = None) -> tuple[list[Recommendation], PlanContext]:
     """Pure: frames in, recommendations out (largest saving first), with the plan's ledger.
@@ -50,7 +56,8 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     gets its ``saving_basis`` and its claims per node, and the ledger's invariants are checked
     (a violation is a bug and raises :class:`gpuinsight.rules.ledger.LedgerError`)."""
     resolved = resolve_all(settings)
-    ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]))
+    ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]),
+                      topology_labels=topology_label_settings(resolved))
     recs: list[Recommendation] = []
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:

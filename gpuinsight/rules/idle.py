@@ -73,6 +73,8 @@ class IdleRule(Rule):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"] or not hours:
                 continue  # unmeasured or too short to judge
+            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+                continue  # an earlier finding (input-starved) explains its low activity
             if num(r.get("gr_p50"), 1.0) > settings["max_median_activity"]:
                 continue  # used most of the time
             if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):

@@ -1,11 +1,14 @@
 """Plan a node pool's packing: the exact ILP (HiGHS) where the pool is small enough, a greedy
 fallback otherwise, and the plain fewest-nodes bound used as a yardstick.
 
-A pool problem is nodes (capacity in GPUs, cost) and pods (GPUs, current node). A pod may be
-pinned to its node; pods of a strict gang restart together (if one moves, all are evicted and
-rescheduled, each to any node with room); budgets cap how many of a set of pods may be evicted
-(PodDisruptionBudgets, the elastic part of a gang). The ILP minimises the cost of the nodes
-kept, then the GPUs moved.
+A pool problem is nodes (capacity in GPUs, cost, network domains) and pods (GPUs, current
+node). A pod may be pinned to its node; pods of a strict gang restart together (if one moves,
+all are evicted and rescheduled, each to any node with room); budgets cap how many of a set of
+pods may be evicted (PodDisruptionBudgets, the elastic part of a gang). The ILP minimises, in
+this order: the cost of the nodes kept; how widely each moved gang lands (the domains it spans,
+tightest level first: nodes, then racks/blocks, so one fewer rack outweighs any number of nodes);
+the GPUs moved. The first term alone decides the nodes kept, so the topology preference never
+costs a node: it only chooses among plans of the same cost.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_VARIABLES = 6000
+# The spread pass only orders plans that release the same nodes: past this it keeps its best plan
+SPREAD_TIME_LIMIT_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,9 @@ class PoolNode:
     capacity: float               # GPUs it may hold: never less than what stays on it; GPUs that
                                   # earlier findings returned to the pool are not offered
     cost: float                   # what keeping it costs per hour
+    domains: tuple[str, ...] = () # network domains above the node (NVLink domain, rack, block), tightest first
+    closed: bool = False          # takes no arrivals: what it holds already exceeds what it may hold
+                                  # (GPUs returned in time by work that keeps its place)
 
 
 @dataclass
@@ -59,6 +67,26 @@ class PoolProblem:
     def pinned_gangs(self) -> set[str]:
         return {p.gang for p in self.pods if p.gang and p.pinned}
 
+    def domain_levels(self) -> int:
+        return max((len(n.domains) for n in self.nodes), default=0)
+
+    def distance(self, a: int, b: int) -> int:
+        """0 on one node, k + 1 when the tightest domain the nodes share is level k, else levels + 1."""
+        if a == b:
+            return 0
+        da, db = self.nodes[a].domains, self.nodes[b].domains
+        for k, (x, y) in enumerate(zip(da, db, strict=False)):
+            if x == y:
+                return k + 1
+        return self.domain_levels() + 1
+
+    def span(self, nodes: set[int]) -> int:
+        """How widely a set of nodes spreads: 0 one node, k + 1 within one level-k domain."""
+        if len(nodes) <= 1:
+            return 0
+        first = min(nodes)
+        return max(self.distance(first, j) for j in nodes)
+
 
 @dataclass
 class PoolPlan:
@@ -82,6 +110,9 @@ def check_plan(problem: PoolProblem, plan: PoolPlan) -> list[str]:
             errors.append(f"pinned pod {p.name} moved")
         if p.gang and p.gang not in plan.moved_gangs and plan.assign[i] != p.node:
             errors.append(f"pod {p.name} of gang {p.gang} moved without its gang")
+    for i, p in enumerate(problem.pods):
+        if plan.assign[i] != p.node and problem.nodes[plan.assign[i]].closed:
+            errors.append(f"pod {p.name} moved onto {problem.nodes[plan.assign[i]].name}, which takes no arrivals")
     for j, total in load.items():
         if total > problem.nodes[j].capacity + 1e-9:
             errors.append(f"node {problem.nodes[j].name}: {total:g} GPUs over its capacity {problem.nodes[j].capacity:g}")
@@ -119,15 +150,36 @@ def _highs() -> Any:
 
 def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables: int = MAX_VARIABLES
               ) -> PoolPlan | None:
-    """The exact plan, or None when the pool is too big or HiGHS found no proven optimum in time."""
+    """The exact plan, or None when the pool is too big or HiGHS found no proven optimum in time.
+
+    Solved in two passes: node cost then GPUs moved; and only when that plan lands a moved gang
+    on more than one node, again with the gangs' spread in between, the node cost capped at the
+    first optimum. The result is the same lexicographic optimum, without paying for the spread
+    terms on every pool; a spread pass that needs more than :data:`SPREAD_TIME_LIMIT_S` keeps its
+    best plan so far (the nodes released stay optimal, the landing may not be the tightest)."""
     n_nodes = len(problem.nodes)
     free = [i for i, p in enumerate(problem.pods) if not p.pinned and p.gang not in problem.pinned_gangs()]
     if len(free) * n_nodes > max_variables:
         return None
     if not problem.pods:
         return PoolPlan([], set(), "ilp", True)
+    first = _solve_ilp(problem, free, time_limit_s, spread=False)
+    if first is None:
+        return None
+    plan, cost = first
+    gangs = problem.gangs()
+    if not any(len({plan.assign[i] for i in gangs[g]}) > 1 for g in plan.moved_gangs):
+        return plan
+    second = _solve_ilp(problem, free, min(time_limit_s, SPREAD_TIME_LIMIT_S), spread=True, cost_cap=cost)
+    return second[0] if second is not None else plan
+
+
+def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, spread: bool,
+               cost_cap: float | None = None) -> tuple[PoolPlan, float] | None:
+    """One HiGHS solve: the plan and its node-cost term."""
     import highspy
 
+    n_nodes = len(problem.nodes)
     h = _highs()
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", 0.0)
@@ -141,9 +193,11 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             fixed[p.node] += p.gpus
             continue
         for j in range(n_nodes):
+            if problem.nodes[j].closed and j != p.node:
+                continue
             x[i, j] = h.addBinary()
             load[j].append(p.gpus * x[i, j])
-        h.addConstr(sum(x[i, j] for j in range(n_nodes)) == 1)
+        h.addConstr(sum(x[i, j] for j in range(n_nodes) if (i, j) in x) == 1)
     for j, nd in enumerate(problem.nodes):
         if fixed[j] > 0:
             h.addConstr(y[j] == 1)
@@ -169,8 +223,14 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
             terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - x[i, p.node])
         h.addConstr(sum(terms) <= allowed)
     total_gpus = sum(p.gpus for p in problem.pods) + 1.0
+    terms, spread_max = _spread_terms(h, problem, x, gang_var) if spread else ([], 0.0)
     cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
-    objective = [max(nd.cost, cheapest) / cheapest * total_gpus * y[j] for j, nd in enumerate(problem.nodes)]
+    weights = [max(nd.cost, cheapest) / cheapest for nd in problem.nodes]
+    if cost_cap is not None:  # the first pass's optimum, plus a hair for the solver's tolerances
+        h.addConstr(sum(w * y[j] for j, w in enumerate(weights)) <= cost_cap + 1e-6)
+    # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved
+    objective = [w * total_gpus * (spread_max + 1) * y[j] for j, w in enumerate(weights)]
+    objective += [total_gpus * term for term in terms]
     for i in free:
         p = problem.pods[i]
         if p.gang in gang_var:
@@ -179,7 +239,11 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
     for gang, m in gang_var.items():
         objective.append(sum(problem.pods[i].gpus for i in problem.gangs()[gang]) * m)
     h.minimize(sum(objective))
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    status = h.getModelStatus()
+    # the spread pass may stop at its time limit: its best plan keeps the optimal node cost (capped)
+    incumbent = cost_cap is not None and status == highspy.HighsModelStatus.kTimeLimit and \
+        h.getInfo().primal_solution_status == 2
+    if status != highspy.HighsModelStatus.kOptimal and not incumbent:
         return None
     sol = h.getSolution().col_value
 
@@ -191,9 +255,47 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
         if i not in free_set:
             assign.append(p.node)
         else:
-            assign.append(max(range(n_nodes), key=lambda j, i=i: val(x[i, j])))
+            assign.append(max((j for j in range(n_nodes) if (i, j) in x), key=lambda j, i=i: val(x[i, j])))
     moved = {g for g, m in gang_var.items() if val(m) > 0.5}
-    return PoolPlan(assign, moved, "ilp", True)
+    cost = sum(w for j, w in enumerate(weights) if val(y[j]) > 0.5)
+    return PoolPlan(assign, moved, "ilp", True), cost
+
+
+def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
+                  gang_var: dict[str, Any]) -> tuple[list[Any], float]:
+    """Objective terms counting, for every gang the plan moves, the domains it lands in beyond the
+    first at each level (nodes first, then each domain level), weighted so that one fewer domain
+    at a level outweighs any change at the tighter ones; and the largest value they can sum to."""
+    gangs = problem.gangs()
+    movable = {g: gangs[g] for g in gang_var}
+    if not movable:
+        return [], 0.0
+    size = max(len(m) for m in movable.values())
+    levels = problem.domain_levels()
+    groups: list[dict[str, list[int]]] = [{str(j): [j] for j in range(len(problem.nodes))}]
+    for k in range(levels):
+        by: dict[str, list[int]] = defaultdict(list)
+        for j, nd in enumerate(problem.nodes):
+            by[nd.domains[k] if k < len(nd.domains) else f"~{j}"].append(j)
+        groups.append(by)
+    terms: list[Any] = []
+    bound = 0.0
+    for gang, members in movable.items():
+        m = gang_var[gang]
+        for level, by in enumerate(groups):
+            weight = float((size + 1) ** level)
+            for nodes in by.values():
+                used = h.addBinary()
+                for i in members:
+                    for j in nodes:
+                        if (i, j) in x:
+                            h.addConstr(used >= x[i, j] + m - 1)  # counts only when the gang moves
+                terms.append(weight * used)
+            # a moved gang lands in at least one domain per level: only the ones beyond it count, so
+            # moving a gang compactly costs no more than moving single pods
+            terms.append(-weight * m)
+            bound += weight * (len(members) - 1)
+    return terms, bound
 
 
 def solve_greedy(problem: PoolProblem) -> PoolPlan:
@@ -228,15 +330,24 @@ def solve_greedy(problem: PoolProblem) -> PoolPlan:
             continue
         trial = list(load)
         placement: dict[int, int] = {}
+        landed: dict[str, list[int]] = defaultdict(list)  # where each moved gang's pods went so far
         ok = True
         for i in sorted(moving, key=lambda i: (-problem.pods[i].gpus, problem.pods[i].name)):
             g = problem.pods[i].gpus
+            gang = problem.pods[i].gang
             targets = [k for k in range(len(problem.nodes)) if k != j and k not in released and on[k]
+                       and not problem.nodes[k].closed
                        and trial[k] + g <= problem.nodes[k].capacity + 1e-9]
             if not targets:
                 ok = False
                 break
-            best = min(targets, key=lambda k: (problem.nodes[k].capacity - trial[k] - g, problem.nodes[k].name))
+            # a gang's pod lands as close as it can to the rest of its gang (node > NVLink > rack >
+            # block), then best fit
+            near = [assign[o] for o in gangs.get(gang or "", []) if o not in moving] + landed.get(gang or "", [])
+            best = min(targets, key=lambda k: (max((problem.distance(o, k) for o in near), default=0),
+                                               problem.nodes[k].capacity - trial[k] - g, problem.nodes[k].name))
+            if gang:
+                landed[gang].append(best)
             trial[best] += g
             trial[j] -= g
             placement[i] = best

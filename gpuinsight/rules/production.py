@@ -54,7 +54,8 @@ def tokens(name: str) -> list[str]:
     return [t for t in _SPLIT.split(name.lower()) if t]
 
 
-def _as_map(value: Any) -> dict[str, str]:
+def string_map(value: Any) -> dict[str, str]:
+    """A labels/annotations value (a JSON string or a dict) as a str -> str dict; {} if neither."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -92,7 +93,7 @@ class ProductionClassifier:
     def classify(self, namespace: str | None, priority_class: str | None = None, labels: Any = None,
                  annotations: Any = None) -> tuple[bool, str]:
         """(is production, why) for one pod or workload."""
-        labels, annotations = _as_map(labels), _as_map(annotations)
+        labels, annotations = string_map(labels), string_map(annotations)
         # kube-state-metrics spells label keys with underscores; compare in that spelling too
         flat = {k.lower(): v for k, v in labels.items()} | {re.sub(r"[^a-z0-9]", "_", k.lower()): v
                                                             for k, v in labels.items()}

@@ -13,17 +13,20 @@ from gpuinsight.rules.base import RULE_NAMES, FindingKind, Rule
 from gpuinsight.rules.binpack import BinpackRule
 from gpuinsight.rules.consolidation import ConsolidationRule
 from gpuinsight.rules.idle import IdleRule
+from gpuinsight.rules.input_starved import InputStarvedRule
 from gpuinsight.rules.production import SETTINGS as PRODUCTION_SETTINGS
 from gpuinsight.rules.queue import QueueRule
 from gpuinsight.rules.ray import RayRule
 from gpuinsight.rules.scale_to_zero import ScaleToZeroRule
 from gpuinsight.rules.spot import SpotRule
+from gpuinsight.rules.topology import TopologyRule
 
-# KubeRay clusters first (they are judged as Ray clusters, not as generic workloads), then idle
-# reclaim, consolidation, scale-to-zero of what is idle part of the time, binpack on what is
-# left, spot, queues
-ALL_RULES: tuple[type[Rule], ...] = (RayRule, IdleRule, ConsolidationRule, ScaleToZeroRule, BinpackRule, SpotRule,
-                                     QueueRule)
+# input-starved pods first (claimed, so nothing scales them away or slices them), then KubeRay
+# clusters (judged as Ray clusters, not as generic workloads), idle reclaim, consolidation,
+# scale-to-zero of what is idle part of the time, binpack on what is left, topology of the gangs
+# binpack left in place ($0), spot, then queues
+ALL_RULES: tuple[type[Rule], ...] = (InputStarvedRule, RayRule, IdleRule, ConsolidationRule, ScaleToZeroRule,
+                                     BinpackRule, TopologyRule, SpotRule, QueueRule)
 
 
 class ProductionSettings(Rule):

@@ -1,15 +1,23 @@
 """SpotRule: interruption-tolerant work running on on-demand capacity.
 
 Tolerant means the workload says so: a Volcano Job whose policies restart the task (or job)
-when a pod is evicted and that may retry, with short tasks in its history; or a replicated
-service guarded by a PodDisruptionBudget. Saving = (on-demand - spot) x GPU-hours minus the
-expected rework: interruptions per node-hour x the work lost per interruption (half a task
-on average; the whole gang's for RestartJob).
+when a pod is evicted and that may retry, with short tasks in its history or a known checkpoint
+interval; or a replicated service guarded by a PodDisruptionBudget. Saving = (on-demand - spot)
+x GPU-hours minus the expected rework at spot prices.
+
+Rework on an interruption is the work since the last checkpoint, not the whole run: half the
+checkpoint interval on average, where the interval is known, from (in this order) the job's
+annotation or label ``gpuinsight.io/checkpoint-interval`` (``30m``, ``1h``, ``900s`` or seconds),
+or periodic PCIe TX bursts (the state copied to the host; ``workload_checkpoint_signal``);
+else half a task (the median runtime of finished tasks), else half the runtime so far. Per
+month: GPU-hours x the pool's interruptions per node-hour x the hours lost per interruption (x
+the nodes a RestartJob gang spans: any of them restarts all).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +33,7 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.topology_domains import as_map, csv
 from gpuinsight.rules.typed import DNS_NAME, Schema, WorkloadTarget, list_of, number, optional, spec, text
 
 
@@ -50,20 +59,37 @@ EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
 class SpotRule(Rule):
     name = "spot"
     summary = "Move interruption-tolerant batch jobs and replicated services from on-demand to spot capacity."
-    needs = ("workload_gpu_profile", "disruption_controls", "instance_prices", "nodes_current", "analysis_window")
+    needs = ("workload_gpu_profile", "disruption_controls", "instance_prices", "nodes_current", "analysis_window",
+             "workload_checkpoint_signal")
     settings = (
         Setting("interruptions_per_node_hour", 0.005, "Expected spot interruptions per node-hour (0.005 ~ 3.6/month)."),
+        Setting("interruption_rates", "", "Per instance type rates overriding the default, e.g. "
+                                          "'p5.48xlarge=0.01,g6.xlarge=0.002' (from the Spot Instance Advisor)."),
         Setting("assumed_spot_discount", 0.60, "Spot discount to assume when the catalog has no spot price."),
-        Setting("max_task_hours", 4.0, "Jobs qualify when their p90 task runtime is at most this."),
+        Setting("max_task_hours", 4.0, "Jobs qualify when their p90 task runtime (or, checkpointing, the interval "
+                                       "between checkpoints) is at most this."),
+        Setting("checkpoint_keys", "gpuinsight.io/checkpoint-interval",
+                "Annotations or labels giving the checkpoint interval (30m, 1h, 900s, or seconds)."),
+        Setting("min_checkpoint_intervals", 3, "Inferred interval: at least this many intervals between PCIe TX bursts ..."),
+        Setting("max_checkpoint_cv", 0.25, "... regular ones (stddev / mean at most this) ..."),
         Setting("min_finished_tasks", 3, "Finished tasks needed to trust the runtime distribution."),
         Setting("min_replicas_for_services", 2, "Services need at least this many replicas and a PDB."),
         FULL_CONFIDENCE,
     )
     kinds = (FindingKind("spot", "gpuinsight.actions.builders.spot", SpotProposed, WorkloadTarget, "price_difference"),)
 
+    @classmethod
+    def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        resolved = super().resolve_settings(overrides)
+        interruption_rates(resolved)  # a malformed rate is bad input before any query runs
+        return resolved
+
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in ctx.rows(frames, "disruption_controls")}
+        signals = {(str(c.get("cluster") or ""), c["namespace"], c["workload"]): c
+                   for c in ctx.rows(frames, "workload_checkpoint_signal")}
+        rates = interruption_rates(settings)
         prices = {p["instance_type"]: p for p in ctx.rows(frames, "instance_prices")}
         pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in ctx.rows(frames, "nodes_current")}
         out = []
@@ -75,7 +101,9 @@ class SpotRule(Rule):
                 continue  # already reclaimed or consolidated in this plan
             c = controls.get((r["cluster"], r["namespace"], r["workload"]), {})
             production, production_reason = ctx.is_production(r)
-            why, restart = tolerance(r, c, settings, production)
+            ckpt = checkpoint_interval(r, signals.get((str(r.get("cluster") or ""), r["namespace"], r["workload"])),
+                                       settings)
+            why, restart = tolerance(r, c, settings, production, ckpt[0] if ckpt else None)
             if why is None:
                 continue
             price = prices.get(r.get("instance_type") or "")
@@ -87,10 +115,16 @@ class SpotRule(Rule):
             spot = od * (1 - settings["assumed_spot_discount"]) if assumed else num(price["spot_usd_per_hour"]) / gpus_per_node
             gpu_hours_month = monthly(num(r.get("gpu_hours")) / hours)
             task_h = num(r.get("runtime_p50_s"), 3600.0) / 3600.0
-            gang = max(1, int(num(c.get("min_available"), 1))) if restart == "RestartJob" else 1
-            # interruptions hit nodes; per GPU-hour that's the node rate / GPUs per node
-            interruptions = gpu_hours_month * settings["interruptions_per_node_hour"] / gpus_per_node
-            rework_gpu_hours = interruptions * (task_h / 2.0) * gang * (gpus_per_node if gang > 1 else 1)
+            rate, rate_basis = rates.get(r.get("instance_type") or "", (settings["interruptions_per_node_hour"],
+                                                                     "default"))
+            lost_h, rework_basis = lost_hours(r, ckpt)
+            # a RestartJob gang restarts whole when any of its nodes is reclaimed
+            spread = max(1, len(r.get("node_gpu_hours") or [])) if restart == "RestartJob" else 1
+            # each GPU-hour on spot sits on a node reclaimed at `rate` per hour, losing lost_h of its work
+            rework_gpu_hours = gpu_hours_month * rate * lost_h * spread
+            runtime_h = (task_h if num(r.get("finished_pods")) else num(r.get("hours_held"))) / 2.0
+            rework_no_ckpt = gpu_hours_month * rate * runtime_h * spread
+            interruptions = gpu_hours_month * rate / gpus_per_node
             saving = (od - spot) * gpu_hours_month - spot * rework_gpu_hours
             if saving <= 0:
                 continue
@@ -117,11 +151,18 @@ class SpotRule(Rule):
                     "tolerance": why,
                     "restart_policy": restart,
                     "gpu_hours_per_month": round(gpu_hours_month, 1),
-                    "task_runtime_p50_min": round(task_h * 60, 1),
-                    "task_runtime_p90_min": round(num(r.get("runtime_p90_s")) / 60, 1),
+                    "task_runtime_p50_min": round(task_h * 60, 1) if num(r.get("finished_pods")) else None,
+                    "task_runtime_p90_min": round(num(r.get("runtime_p90_s")) / 60, 1) if num(r.get("finished_pods"))
+                    else None,
                     "finished_tasks": int(num(r.get("finished_pods"))),
                     "expected_interruptions_per_month": round(interruptions, 2),
+                    "interruptions_per_node_hour": rate, "interruption_rate_basis": rate_basis,
+                    "checkpoint_interval_min": round(ckpt[0] * 60, 1) if ckpt else None,
+                    "checkpoint_basis": ckpt[1] if ckpt else "no checkpoint interval known",
+                    "lost_hours_per_interruption": round(lost_h, 3), "rework_basis": rework_basis,
                     "expected_rework_gpu_hours_per_month": round(rework_gpu_hours, 2),
+                    "rework_usd_per_month": round(spot * rework_gpu_hours, 2),
+                    "rework_without_checkpoints_gpu_hours_per_month": round(rework_no_ckpt, 2),
                     "on_demand_usd_per_gpu_hour": round(od, 4),
                     "spot_usd_per_gpu_hour": round(spot, 4),
                     "spot_price_assumed": assumed,
@@ -157,19 +198,24 @@ def _policies(c: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any],
-              production: bool) -> tuple[str | None, str | None]:
-    """Why the workload tolerates interruption, and its restart action; (None, None) if not."""
+              production: bool, checkpoint_h: float | None = None) -> tuple[str | None, str | None]:
+    """Why the workload tolerates interruption, and its restart action; (None, None) if not.
+    A job that checkpoints at most every ``max_task_hours`` loses at most that much whatever its
+    runtime: its task history is not needed."""
     if r.get("workload_kind") == "VolcanoJob":
         restarts = [p for p in _policies(c) if p.get("action") in RESTARTS
                     and ({p.get("event")} | set(p.get("events") or [])) & EVICTION_EVENTS]
         if not restarts or num(c.get("max_retry"), 3) < 1:  # Volcano's default maxRetry is 3
             return None, None
+        action = restarts[0]["action"]
+        retries = f"{action}, maxRetry {int(num(c.get('max_retry'), 3))}"
+        if checkpoint_h is not None and checkpoint_h <= settings["max_task_hours"]:
+            return f"Volcano Job restarts on eviction ({retries}) and checkpoints every {checkpoint_h * 60:.0f} min", action
         if num(r.get("finished_pods")) < settings["min_finished_tasks"]:
             return None, None
         if num(r.get("runtime_p90_s")) / 3600.0 > settings["max_task_hours"]:
             return None, None
-        action = restarts[0]["action"]
-        return f"Volcano Job restarts on eviction ({action}, maxRetry {int(num(c.get('max_retry'), 3))})", action
+        return f"Volcano Job restarts on eviction ({retries})", action
     if r.get("workload_kind") in ("Deployment", "ReplicaSet") and not production:
         replicas = round(num(r.get("avg_gpus_held")) / max(num(r.get("gpus_per_pod"), 1), 1e-9))
         if replicas >= settings["min_replicas_for_services"] and has_pdb(c):
@@ -186,3 +232,70 @@ def has_pdb(c: dict[str, Any]) -> bool:
         if match and all(labels.get(k) == v for k, v in match.items()):
             return True
     return False
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_interval_hours(value: Any) -> float | None:
+    """``30m`` / ``1h`` / ``900s`` / ``1800`` (seconds) -> hours; None when not a positive duration."""
+    m = _DURATION.match(str(value or ""))
+    if not m:
+        return None
+    n = float(m.group(1))
+    unit = (m.group(2) or "s").lower()
+    hours = n / 3600.0 if unit == "s" else n / 60.0 if unit in ("m", "min") else n
+    return hours if hours > 0 else None
+
+
+def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
+                        settings: dict[str, Any]) -> tuple[float, str] | None:
+    """(interval in hours, how it is known): the owner's annotation or label, else periodic PCIe
+    TX bursts regular enough and resolved by the step (at most half the interval), else None."""
+    keys = csv(settings["checkpoint_keys"])
+    for where, values in (("annotation", as_map(r.get("annotations"))), ("label", as_map(r.get("labels")))):
+        for key in keys:
+            # kube-state-metrics publishes the key sanitized (gpuinsight_io_checkpoint_interval)
+            for spelling in dict.fromkeys((key, re.sub(r"[^a-zA-Z0-9_]", "_", key))):
+                hours = parse_interval_hours(values.get(spelling))
+                if hours is not None:
+                    return hours, f"{where} {key}={values[spelling]}"
+    if not sig:
+        return None
+    gap, cv, n = num(sig.get("interval_median_s")), sig.get("interval_cv"), int(num(sig.get("intervals")))
+    step = num(sig.get("step_s"))
+    if gap <= 0 or n < settings["min_checkpoint_intervals"] or cv is None or num(cv) > settings["max_checkpoint_cv"]:
+        return None
+    if step > gap / 2:
+        return None  # the step cannot resolve bursts this close together
+    return gap / 3600.0, (f"inferred: {int(num(sig.get('burst_events')))} PCIe TX bursts (GPU -> host copies), "
+                          f"every {gap / 60:.0f} min (cv {num(cv):.2f}) at {int(step)} s steps")
+
+
+def lost_hours(r: dict[str, Any], ckpt: tuple[float, str] | None) -> tuple[float, str]:
+    """Hours of work one interruption loses on average, and why: half a checkpoint interval (never
+    more than half a task), else half a task, else half the runtime so far."""
+    task_h = num(r.get("runtime_p50_s")) / 3600.0 if num(r.get("finished_pods")) else None
+    if ckpt is not None:
+        if task_h is not None and task_h < ckpt[0]:
+            return task_h / 2.0, f"half a task ({task_h * 60:.0f} min): tasks end before their next checkpoint"
+        return ckpt[0] / 2.0, f"half the checkpoint interval ({ckpt[0] * 60:.0f} min; {ckpt[1]})"
+    if task_h is not None:
+        return task_h / 2.0, f"no checkpoint known: half the median task runtime ({task_h * 60:.0f} min)"
+    run_h = num(r.get("hours_held"))
+    return run_h / 2.0, f"no checkpoint known and no finished task: half the runtime so far ({run_h:.0f} h)"
+
+
+def interruption_rates(settings: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """instance type -> (interruptions per node-hour, basis) from the ``interruption_rates`` setting."""
+    out: dict[str, tuple[float, str]] = {}
+    for item in csv(settings.get("interruption_rates")):
+        name, _, value = item.partition("=")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise ValueError(f"spot.interruption_rates: {item!r} is not TYPE=RATE") from None
+        if rate < 0 or rate > 1:
+            raise ValueError(f"spot.interruption_rates: {item!r}: a rate per node-hour is within 0..1")
+        out[name.strip()] = (rate, f"setting interruption_rates for {name.strip()}")
+    return out

@@ -38,7 +38,7 @@ __all__ = [
 GENERATED_FILES = ("metrics.om.gz", "ground_truth.json", "prices.csv", "kubectl/nodes.json", "kubectl/pods.json",
                    "kubectl/events.json", "kubectl/queues.json", "kubectl/podgroups.json", "kubectl/vcjobs.json",
                    "kubectl/nodepools.json", "kubectl/pdbs.json", "kubectl/rayclusters.json", "kubectl/rayjobs.json",
-                   "kubectl/scaledobjects.json")
+                   "kubectl/scaledobjects.json", "kubectl/hypernodes.json")
 
 
 def write_sample(out_dir: str | Path, spec: FleetSpec | None = None, *, gzip: bool = True) -> Path:

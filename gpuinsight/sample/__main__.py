@@ -7,7 +7,7 @@ import sys
 import time
 
 from . import write_sample
-from .spec import FleetSpec
+from .spec import GPUS_PER_CELL, FleetSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Write the deterministic sample GPU fleet (metrics, kubectl dumps, "
                                              "ground truth).")
     ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--gpus", type=int, default=None, help="about this many GPUs (51 per scenario cell)")
+    ap.add_argument("--gpus", type=int, default=None, help=f"about this many GPUs ({GPUS_PER_CELL} per scenario cell)")
     ap.add_argument("--days", type=float, default=2.0)
     ap.add_argument("--interval", type=int, default=300, help="sample interval in seconds")
     ap.add_argument("--seed", type=int, default=7)

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from . import k8s
-from .spec import INSTANCE_TYPES, NODE_POOLS, QUEUES, WORKLOADS, QueueDef
+from .spec import INSTANCE_TYPES, NODE_POOLS, QUEUES, WORKLOADS, QueueDef, cell_suffix
 
 if TYPE_CHECKING:
     from .kubectl import Snapshot
@@ -62,9 +62,9 @@ def vcjob_objects(s: Snapshot) -> list[dict[str, Any]]:
             continue
         n = len(wd.pods)
         created = min(p["created_s"] for p in pods) - 1 if wd.lifecycle == "nightly" else wl["created_s"]
-        if wd.lifecycle == "restart":
+        if wd.lifecycle == "restart" or wd.job_policy == "RestartTask":
             policies = [{"action": "RestartTask", "event": "PodEvicted"}, {"action": "RestartTask", "event": "PodFailed"}]
-            min_avail, max_retry = 1, 10
+            min_avail, max_retry = (1 if wd.lifecycle == "restart" else n), 10
         else:
             policies = [{"action": "RestartJob", "event": "PodEvicted"}]
             min_avail, max_retry = n, 3
@@ -95,8 +95,43 @@ def vcjob_objects(s: Snapshot) -> list[dict[str, Any]]:
         }
         meta = _meta(s, wl["name"], created, wl["namespace"], uid=wl["uid"],
                      labels={"app": wl["name"]}, finalizers=["volcano.sh/job-finalizer"])
+        if wd.annotations:
+            meta["annotations"] = dict(sorted(wd.annotations.items()))
         out.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta,
                     "spec": spec, "status": status})
+    return out
+
+
+def hypernode_objects(s: Snapshot) -> list[dict[str, Any]]:
+    """Volcano HyperNodes (topology.volcano.sh/v1alpha1) of the racks NodeDef.rack names: tier 1
+    per rack holding its nodes by exact name, tier 2 (the spine) holding the racks."""
+    from .spec import SPINE
+
+    racks: dict[str, list[str]] = {}
+    spines: dict[str, list[str]] = {}
+    for n in s.nodes:
+        if n["rack"]:
+            rack = n["rack"] + cell_suffix(n["cell"])
+            racks.setdefault(rack, []).append(n["name"])
+            members = spines.setdefault(SPINE + cell_suffix(n["cell"]), [])
+            if rack not in members:
+                members.append(rack)
+    if not racks:
+        return []
+    created = s.fleet.spec.start_s - 30 * 86400
+    out = []
+    for name, nodes in sorted(racks.items()):
+        out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                    "metadata": _meta(s, name, created), "spec": {
+                        "members": [{"selector": {"exactMatch": {"name": m}}, "type": "Node"} for m in sorted(nodes)],
+                        "tier": 1, "tierName": "leaf"},
+                    "status": {"nodeCount": len(nodes)}})
+    for name, members in sorted(spines.items()):
+        out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                    "metadata": _meta(s, name, created), "spec": {
+                        "members": [{"selector": {"exactMatch": {"name": m}}, "type": "HyperNode"} for m in sorted(members)],
+                        "tier": 2, "tierName": "spine"},
+                    "status": {"nodeCount": sum(len(racks[m]) for m in members)}})
     return out
 
 

@@ -179,6 +179,7 @@ class _Builder:
                 exporter_pod=f"dcgm-exporter-{exporters[j]}",
                 exporter_ip=f"10.{100 + i}.{cell % 250}.{2 + cell // 250}",
                 nodeclaim=f"{nd.pool}-{rand_str(rng, 1, 5)[0]}" if nd.pool_kind == "karpenter" else "",
+                pcie=nd.pcie, cadvisor=nd.cadvisor, rack=nd.rack,
             )
             node_rows[nd.name] = row
             gpu_uuids = ["GPU-" + u for u in uuids(rng, it.gpu_count, version=False)]

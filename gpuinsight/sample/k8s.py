@@ -23,7 +23,8 @@ KSM_NODE_LABELS = ("node.kubernetes.io/instance-type", "karpenter.sh/capacity-ty
                    "topology.kubernetes.io/zone")
 KSM_POD_LABELS = ("app", "env", "volcano.sh/job-name", "volcano.sh/queue-name", "ray.io/cluster", "ray.io/group",
                   "ray.io/node-type")
-KSM_POD_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name")
+KSM_POD_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/queue-name",
+                       "gpuinsight.io/checkpoint-interval")
 
 
 def iso(ts: int) -> str:
@@ -168,6 +169,7 @@ def pod_annotations(pod: dict[str, Any], wl: dict[str, Any]) -> dict[str, str]:
                     "volcano.sh/task-spec": wd.task, "volcano.sh/template-uid": f"{wl['name']}-{wd.task}"})
     else:
         ann["scheduling.volcano.sh/queue-name"] = wl["queue"]
+    ann.update(wd.annotations)
     return dict(sorted(ann.items()))
 
 

@@ -2,7 +2,7 @@
 
 Files: nodes.json, pods.json, events.json (the last hour, as the API server keeps them),
 queues.json, podgroups.json, vcjobs.json, nodepools.json, pdbs.json, rayclusters.json, rayjobs.json,
-scaledobjects.json.  Keys are sorted and
+scaledobjects.json, hypernodes.json.  Keys are sorted and
 indented by four spaces, as kubectl prints unstructured objects.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import k8s
-from .crds import nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
+from .crds import hypernode_objects, nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
 from .fleet import Fleet
 from .kuberay import raycluster_objects, rayjob_objects, scaledobject_objects
 from .spec import WORKLOADS
@@ -291,4 +291,5 @@ def write_kubectl_dumps(fleet: Fleet, directory: str | Path) -> Path:
     _dump(d / "rayclusters.json", raycluster_objects(s))
     _dump(d / "rayjobs.json", rayjob_objects(s))
     _dump(d / "scaledobjects.json", scaledobject_objects(s))
+    _dump(d / "hypernodes.json", hypernode_objects(s))
     return d

@@ -20,6 +20,7 @@ import numpy as np
 from . import k8s
 from .fleet import Fleet
 from .signals import cell_blocks, cell_values
+from .spec import WORKLOADS
 
 KSM_INSTANCE = "10.0.4.17:8080"
 DCGM_PORT = 9400
@@ -34,7 +35,13 @@ DCGM_FAMILIES = (  # name, help (from dcgm-exporter's counters CSV), Values attr
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power", False),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gr", False),
     ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", "sm", False),
+    # dcgm-exporter's default counters since PR #357; only the training pool's exporter has them
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including both protocol "
+     "headers and data payloads - in bytes per second.", "pcie_tx", True),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including both protocol "
+     "headers and data payloads - in bytes per second.", "pcie_rx", True),
 )
+KUBELET_PORT = 10250
 
 
 def _esc(v: object) -> str:
@@ -107,6 +114,7 @@ def _write_dcgm(w: _Writer) -> None:
             tail = f'container="exporter",namespace="gpu-operator",pod="{n["exporter_pod"]}",{tail}'
         scrape.append(tail)
     mig = (fleet.devices["mig_instance"] >= 0).to_numpy()
+    pcie_node = fleet.nodes["pcie"].to_list()
     for name, help_, attr, integer in DCGM_FAMILIES:
         w.family(name, help_)
         for c0, c1 in cell_blocks(fleet, steps, budget=1_000_000):
@@ -115,7 +123,7 @@ def _write_dcgm(w: _Writer) -> None:
             keys = np.where(v.holder >= 0, fleet.pod_key[np.maximum(v.holder, 0)] + 1, 0)
             for i in range(arr.shape[0]):
                 d = v.d0 + i
-                if attr == "util" and mig[d]:
+                if attr == "util" and mig[d] or attr.startswith("pcie") and not pcie_node[node_row[d]]:
                     continue
                 n = nodes[node_row[d]]
                 attrs = honored if n["honor_labels"] else exported
@@ -253,6 +261,45 @@ def _write_pods(w: _Writer) -> None:
                                                    "owner_is_controller": "true"}), 1, 0, sp.steps)
 
 
+def _write_cadvisor(w: _Writer) -> None:
+    """cAdvisor's CPU-seconds counter (through the kubelet) for the pods on nodes it is scraped
+    on: one series per container and one for the pod's own cgroup (``container=""``), as the
+    kubelet's /metrics/cadvisor publishes them; counters start at a pod's start."""
+    fleet = w.fleet
+    sp = fleet.spec
+    nodes = fleet.nodes.to_dicts()
+    pods = fleet.pods.to_dicts()
+    first_dev: dict[int, int] = {}
+    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
+        first_dev.setdefault(row, dev)
+    w.out.write("# HELP container_cpu_usage_seconds Cumulative cpu time consumed in seconds.\n"
+                "# TYPE container_cpu_usage_seconds counter\n")
+    kr0, kr1 = fleet.k_run
+    for c0, c1 in cell_blocks(fleet, sp.steps, budget=1_000_000):
+        v = cell_values(fleet, c0, c1, 0, sp.steps)
+        for i, p in enumerate(pods):
+            n = nodes[p["node_row"]]
+            a, b = int(kr0[i]), int(kr1[i])
+            if not n["cadvisor"] or b <= a or i not in first_dev or not c0 <= p["cell"] < c1:
+                continue
+            cores = v.cpu[first_dev[i] - v.d0, a:b]
+            used = np.round(np.cumsum(cores * sp.interval_s) - cores * sp.interval_s, 3)  # used before each sample
+            wd = WORKLOADS[p["template"]]
+            slice_ = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{p['uid'].replace('-', '_')}.slice"
+            common = {"instance": f"{n['internal_ip']}:{KUBELET_PORT}", "job": "kubelet",
+                      "metrics_path": "/metrics/cadvisor", "namespace": p["namespace"], "node": p["node"],
+                      "pod": p["name"]}
+            ks = np.arange(a, b)
+            for labels, values in (
+                ({"container": p["container"], "cpu": "total", "id": f"{slice_}/cri-containerd-{p['container_id']}.scope",
+                  "image": wd.image, "name": p["container_id"], **common}, used),
+                ({"container": "", "cpu": "total", "id": slice_, "image": "", "name": "", **common},
+                 np.round(used * 1.002 + 0.5, 3)),  # the pod cgroup: its containers plus the pause container
+            ):
+                w.series("container_cpu_usage_seconds_total", fmt_labels(dict(sorted(labels.items()))),
+                         [f"{x:.3f}" for x in values.tolist()], ks)
+
+
 def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None) -> Path:
     """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz)."""
     path = Path(path)
@@ -268,6 +315,7 @@ def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = Non
                 for labels, value in series:
                     w.const(name, labels, value, 0, fleet.spec.steps)
             _write_pods(w)
+            _write_cadvisor(w)
             out.write("# EOF\n")
         if use_gzip:
             stream.close()

@@ -20,7 +20,9 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _PARAMS = ("gr_base", "gr_amp", "gr_peak_h", "gr_smooth", "gr_white", "gr_lo", "gr_hi", "sm_ratio",
            "fb_base", "fb_smooth", "fb_white", "fb_lo", "fb_hi", "burst_p", "burst_lo", "burst_hi",
-           "quiet_from_h", "quiet_to_h", "quiet_days", "quiet_after_h")
+           "quiet_from_h", "quiet_to_h", "quiet_days", "quiet_after_h",
+           "cycle_s", "cycle_busy_s", "stall_level", "rx_busy", "rx_stall", "tx_base", "ckpt_s", "ckpt_tx",
+           "cpu_busy", "cpu_stall")
 _PROFILES: list[Profile] = [w.profile for w in WORKLOADS] + [IDLE]
 _TABLE = {p: np.array([getattr(pr, p) for pr in _PROFILES], dtype=np.float64) for p in _PARAMS}
 IDLE_PROFILE = len(WORKLOADS)
@@ -82,6 +84,9 @@ class Values:
     fb: np.ndarray
     fb_free: np.ndarray
     power: np.ndarray
+    pcie_rx: np.ndarray  # bytes/s
+    pcie_tx: np.ndarray  # bytes/s
+    cpu: np.ndarray  # cores the holder pod uses (the same on each of its GPUs)
 
 
 def cell_values(fleet: Fleet, c0: int, c1: int, k0: int, k1: int) -> Values:
@@ -112,6 +117,11 @@ def cell_values(fleet: Fleet, c0: int, c1: int, k0: int, k1: int) -> Values:
         burst = (ub < par["burst_p"]) & (((k * sp.interval_s) % _KNOT_S) < _KNOT_S // 2)[None, :]
         gr = np.where(burst, level + 0.04 * _white(seed, 4, dev, k), gr)
         lo, hi = np.where(burst, 0.0, lo), np.where(burst, 1.0, hi)
+    # input starvation: the cycle's stall phase drops the GPU to stall_level
+    t = (sp.start_s + k * sp.interval_s).astype(np.float64)[None, :]
+    cycle = par["cycle_s"]
+    busy = np.where(cycle > 0, np.mod(t, np.maximum(cycle, 1.0)) < par["cycle_busy_s"], True)
+    gr = np.where(busy, gr, par["stall_level"] + 0.003 * np.abs(_white(seed, 10, dev, k)))
     quiet = _quiet(par, sp.start_s, sp.interval_s, k)
     if quiet is not None:  # the GPU does nothing: a loaded model or context, no work
         gr = np.where(quiet, 0.001 + 0.0008 * _white(seed, 10, dev, k), gr)
@@ -136,7 +146,12 @@ def cell_values(fleet: Fleet, c0: int, c1: int, k0: int, k1: int) -> Values:
         x[grp] = x[grp].mean(axis=1, keepdims=True)
         noise[grp] = noise[grp[:, :1]]
     power = np.round(idle_w + (max_w - idle_w) * x + 0.006 * max_w * noise, 1)
-    return Values(d0, k0, holder, fleet.gap_mask(c0, c1, k0, k1), gr, sm, util, fb, fb_free, power)
+    rx = np.round(np.where(busy, par["rx_busy"], par["rx_stall"]) * (1.0 + 0.05 * _white(seed, 11, dev, k)))
+    ckpt = par["ckpt_s"]
+    burst = (ckpt > 0) & (np.mod(t, np.maximum(ckpt, 1.0)) < sp.interval_s)
+    tx = np.round(par["tx_base"] * (1.0 + 0.05 * _white(seed, 12, dev, k)) + np.where(burst, par["ckpt_tx"], 0.0))
+    cpu = np.round(np.where(busy, par["cpu_busy"], par["cpu_stall"]) * (1.0 + 0.03 * _white(seed, 13, dev, k)), 3)
+    return Values(d0, k0, holder, fleet.gap_mask(c0, c1, k0, k1), gr, sm, util, fb, fb_free, power, rx, tx, cpu)
 
 
 def _quiet(par: dict[str, np.ndarray], start_s: int, interval_s: int, k: np.ndarray) -> np.ndarray | None:

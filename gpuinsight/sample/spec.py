@@ -84,6 +84,11 @@ class NodeDef:
     honor_labels: bool  # False: DCGM pod labels arrive as exported_*
     driver: str
     mig: bool = False
+    # the training pool's exporter uses dcgm-exporter's default counters (PCIe RX/TX), its
+    # kubelets are scraped for cAdvisor, and Volcano HyperNodes describe its racks
+    pcie: bool = False
+    cadvisor: bool = False
+    rack: str = ""  # the tier-1 HyperNode (leaf switch) holding the node
 
 
 _H = ("Hostname", True, "550.127.05")
@@ -98,6 +103,10 @@ NODES: tuple[NodeDef, ...] = (
               "hostname", True, "535.216.03") for i in range(1, 7)),
     NodeDef("l4-spot-1", "gpu-l4-spot", "karpenter", "g6.12xlarge", "spot", "us-east-1b",
             "hostname", False, "535.216.03"),
+    # the training pool (input-starved, topology and checkpoint-aware spot scenarios)
+    *(NodeDef(f"l4-train-{i}", "gpu-l4-train", "karpenter", "g6.12xlarge", "on-demand", "us-east-1b",
+              "hostname", True, "535.216.03", pcie=True, cadvisor=True, rack=rack)
+      for i, rack in ((1, "rack-a"), (2, "rack-a"), (3, "rack-b"))),
 )
 # KubeRay clusters (pool gpu-l4-ray) and the services that sleep at night (EKS group gpu-l4-od).
 # Their random facts come from a generator of their own, so the nodes above keep theirs.
@@ -116,8 +125,11 @@ NODE_POOLS: dict[str, tuple[str, str, str, str, str]] = {
     "gpu-a100-od": ("p4de.24xlarge", "on-demand", "us-east-1a", "WhenEmpty", "30m"),
     "gpu-h100-mig": ("p5.4xlarge", "on-demand", "us-east-1a", "WhenEmpty", "1h"),
     "gpu-l4-spot": ("g6.12xlarge", "spot", "us-east-1b", "WhenEmpty", "Never"),
+    "gpu-l4-train": ("g6.12xlarge", "on-demand", "us-east-1b", "WhenEmpty", "30m"),
 }
 NODE_POOLS["gpu-l4-ray"] = ("g6.12xlarge", "on-demand", "us-east-1b", "WhenEmpty", "30m")
+# Volcano HyperNodes of the training pool: tier 1 = a leaf switch (rack, NodeDef.rack), tier 2 = the spine
+SPINE = "spine-1"
 EKS_NODEGROUP = "gpu-l4-od"
 
 # --------------------------------------------------------------------------- queues
@@ -137,6 +149,7 @@ QUEUES: tuple[QueueDef, ...] = (
     QueueDef("batch", 2, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 8}),
     QueueDef("research", 4, {"nvidia.com/gpu": 24}, {"nvidia.com/gpu": 32}),
     QueueDef("dev", 1, {"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 6}),
+    QueueDef("ml", 2, {"nvidia.com/gpu": 12}, {"nvidia.com/gpu": 12}),
 )
 
 # --------------------------------------------------------------------------- profiles
@@ -169,6 +182,18 @@ class Profile:
     quiet_to_h: float = 0.0
     quiet_days: int = 0
     quiet_after_h: float = float("inf")
+    # input starvation: a cycle of cycle_s seconds, busy for its first cycle_busy_s, else stall_level
+    cycle_s: float = 0.0
+    cycle_busy_s: float = 0.0
+    stall_level: float = 0.0
+    # interconnect (bytes/s per GPU) and container CPU (cores per pod), when busy and when stalled
+    rx_busy: float = 2e4
+    rx_stall: float = 2e4
+    tx_base: float = 1.75e5
+    ckpt_s: float = 0.0  # a checkpoint every ckpt_s seconds: a PCIe TX burst of ckpt_tx bytes/s
+    ckpt_tx: float = 0.0
+    cpu_busy: float = 0.5
+    cpu_stall: float = 0.5
 
 
 IDLE = Profile(0.0)
@@ -199,6 +224,8 @@ class WorkloadDef:
     ray_group: str = ""
     ray_job: str = ""  # the RayJob that created the RayCluster, if any
     scaled_object: bool = False  # KEDA already scales it (scaledobjects.json)
+    annotations: dict[str, str] = field(default_factory=dict)  # extra pod and job annotations
+    job_policy: str = ""  # "RestartTask": a Volcano Job that restarts an evicted task (else by lifecycle)
 
     @property
     def production(self) -> bool:
@@ -288,6 +315,31 @@ WORKLOADS: tuple[WorkloadDef, ...] = (
                 Profile(0.85, 0, 0, 0.03, 0.015, 0.75, 0.95, 0.85, 17000, 1200, 200, 14500, 19500),
                 lifecycle="nightly", task="eval", image="registry.example.com/eval/harness:0.9.7", container="eval", cpu="10",
                 memory="40Gi", age_days=0.0),
+    # -- the training pool (issue 14): input-starved, topology-spread gang, checkpointing jobs
+    WorkloadDef("cv-train", "resnet50-train", "VolcanoJob", "ml", (("l4-train-2", (0, 1)),),
+                Profile(0.88, 0, 0, 0.0, 0.01, 0.0, 1.0, 0.8, 17200, 150, 40, 16900, 17500,
+                        cycle_s=1800, cycle_busy_s=1200, stall_level=0.015, rx_busy=4e9, rx_stall=1.5e8,
+                        tx_base=5e7, cpu_busy=5.0, cpu_stall=7.8),
+                planted="input_starved", task="trainer", image="nvcr.io/nvidia/pytorch:24.10-py3",
+                container="pytorch", cpu="8", memory="48Gi", age_days=2.5),
+    WorkloadDef("nlp", "bert-ddp", "VolcanoJob", "ml", (("l4-train-1", (0, 1)), ("l4-train-3", (0, 1))),
+                Profile(0.86, 0, 0, 0.02, 0.01, 0.8, 0.95, 0.82, 18500, 500, 100, 17500, 19500,
+                        rx_busy=3e9, rx_stall=3e9, tx_base=3e9, cpu_busy=9.0, cpu_stall=9.0),
+                planted="topology", image="nvcr.io/nvidia/pytorch:24.10-py3", container="pytorch", cpu="12",
+                memory="64Gi", age_days=1.0),
+    WorkloadDef("finetune", "llama-sft", "VolcanoJob", "ml", (("l4-train-1", (2, 3)),),
+                Profile(0.84, 0, 0, 0.02, 0.012, 0.78, 0.95, 0.8, 19000, 400, 100, 18200, 19800,
+                        rx_busy=1.2e9, rx_stall=1.2e9, tx_base=5e7, ckpt_s=1800, ckpt_tx=7e9, cpu_busy=6.0,
+                        cpu_stall=6.0),
+                planted="spot", image="registry.example.com/llm/sft:2.1.0", container="trainer", cpu="10",
+                memory="64Gi", age_days=3.0, annotations={"gpuinsight.io/checkpoint-interval": "30m"},
+                job_policy="RestartTask"),
+    WorkloadDef("finetune", "mistral-lora", "VolcanoJob", "ml", (("l4-train-3", (2, 3)),),
+                Profile(0.82, 0, 0, 0.02, 0.012, 0.76, 0.95, 0.8, 16500, 400, 100, 15700, 17300,
+                        rx_busy=1.0e9, rx_stall=1.0e9, tx_base=4e7, ckpt_s=1200, ckpt_tx=6e9, cpu_busy=5.0,
+                        cpu_stall=5.0),
+                planted="spot", image="registry.example.com/llm/lora:0.7.3", container="trainer", cpu="10",
+                memory="64Gi", age_days=2.0, job_policy="RestartTask"),
 )
 
 # KubeRay (ml-platform) and scale-to-zero (ml-demo, prod-assist) workloads, issue 14

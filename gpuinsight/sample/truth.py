@@ -192,6 +192,45 @@ def _allocations(fleet: Fleet) -> dict[int, dict[str, float]]:
     return out
 
 
+# the spot rule's documented default (docs/rules.md, "spot"): the truth prices rework with it too
+INTERRUPTIONS_PER_NODE_HOUR = 0.005
+TARGET_DUTY_CYCLE = 0.95  # the input_starved rule's documented default
+
+
+def starved_saving(wd: Any, gpus: int, gpu_price: float) -> dict[str, Any]:
+    """The planted duty cycle (time busy at the burst level, plus the stall level's share) and the
+    share of the GPU cost a fed pipeline removes (1 - duty / target)."""
+    pr = wd.profile
+    busy = pr.cycle_busy_s / pr.cycle_s
+    duty = busy + (1 - busy) * pr.stall_level / pr.gr_base
+    share = 1 - duty / TARGET_DUTY_CYCLE
+    return {"monthly_savings_usd": _r(gpus * gpu_price * share, 2),
+            "evidence": {"duty_cycle": _r(duty, 4), "burst_period_min": pr.cycle_s / 60,
+                         "stall_min": (pr.cycle_s - pr.cycle_busy_s) / 60, "cause": "cpu",
+                         "cpu_request_cores": float(wd.cpu), "cpu_stalled_cores": pr.cpu_stall},
+            "basis": (f"GPUs busy {busy:.0%} of each {pr.cycle_s / 60:.0f}-minute cycle (duty {duty:.3f}) with the "
+                      f"loader CPU at its request in the stalls; saving = cost x (1 - duty / {TARGET_DUTY_CYCLE})")}
+
+
+def checkpointed_spot(wd: Any, gpus: int, gpu_price: float) -> dict[str, Any]:
+    """Spot price difference less the rework: half a checkpoint interval lost per interruption."""
+    pr_h = wd.profile.ckpt_s / 3600.0
+    lost_h = pr_h / 2
+    gpu_h = gpus * HOURS_PER_MONTH
+    rework = gpu_h * INTERRUPTIONS_PER_NODE_HOUR * lost_h
+    spot_gpu_h = gpu_price / HOURS_PER_MONTH * SPOT_PRICE_FRACTION
+    saving = gpus * gpu_price * (1 - SPOT_PRICE_FRACTION) - rework * spot_gpu_h
+    how = ("annotation gpuinsight.io/checkpoint-interval" if wd.annotations else
+           "PCIe TX bursts (no annotation)")
+    return {"monthly_savings_usd": _r(saving, 2), "proposed": {"capacity_type": "spot"},
+            "evidence": {"checkpoint_interval_min": pr_h * 60, "checkpoint_from": how,
+                         "rework_gpu_hours_per_month": _r(rework, 4)},
+            "basis": (f"{gpus} on-demand GPUs -> spot at {SPOT_PRICE_FRACTION:.0%} of on-demand, less the rework of "
+                      f"half a {pr_h * 60:.0f}-minute checkpoint interval per interruption ("
+                      f"{INTERRUPTIONS_PER_NODE_HOUR}/node-hour); no finished task: only the checkpoint makes it "
+                      "spot-tolerant")}
+
+
 def ground_truth(fleet: Fleet) -> dict[str, Any]:
     sp = fleet.spec
     prices = node_prices(fleet)
@@ -252,10 +291,19 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
         elif wd.planted in ("ray", "scale_to_zero"):
             f.update(issue14_finding(fleet, wl, wd, hourly.get(i, []), price["gpu_hourly_usd"] * gpus),
                      workload=_finding_workload(wl))
+        elif wd.planted == "spot" and wd.profile.ckpt_s > 0:
+            f.update(checkpointed_spot(wd, gpus, gpu_price))
         elif wd.planted == "spot":
             f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - SPOT_PRICE_FRACTION), 2),
                      proposed={"capacity_type": "spot"},
                      basis=f"{gpus} on-demand GPUs -> spot at {SPOT_PRICE_FRACTION:.0%} of on-demand")
+        elif wd.planted == "input_starved":
+            f.update(starved_saving(wd, gpus, gpu_price))
+        elif wd.planted == "topology":
+            f.update(monthly_savings_usd=0.0, evidence={"current_span": "tier2", "tightest_feasible": "tier1",
+                                                        "feasible_domain": "rack-a" + cell_suffix(wl["cell"])},
+                     basis="gang spread over racks rack-a and rack-b while rack-a has room for it; slowdown risk "
+                           "is evidence only (no dollars)")
         else:  # timeslice / mps: the group shares one GPU, releasing the other nodes
             groups[(wl["cell"], wd.planted)].append(len(findings))
         findings.append(f)

@@ -14,7 +14,12 @@ transform, so a reading is kept or dropped by the same rule on every path (docs/
   :data:`BLANK_FLOOR`, far above any real reading of the fields below.
 * A reading outside the field's physical range (a ratio outside 0..1, a percentage outside
   0..100, negative memory or power, memory above the GPU's memory, power far above the board's
-  power limit) is a glitch of the counter, not a measurement.
+  power limit, an interconnect rate above any link's bandwidth) is a glitch of the counter, not a
+  measurement.
+* The interconnect rates (PCIe, NVLink; bytes per second) are the one kind of field whose real
+  readings pass :data:`BLANK_FLOOR` (2.1 GB/s is an ordinary PCIe transfer). They are INT64
+  fields in DCGM, whose blanks (``DCGM_FT_INT64_BLANK`` and up, 9.2e18) lie far above the
+  field's ceiling: for them a reading is blank only above the ceiling too.
 
 Such readings are dropped one by one and counted in the load notes; they never fail a load,
 because real exporters emit them (dcgm-exporter README's own example shows a
@@ -51,6 +56,10 @@ POWER_LIMIT_W: dict[str, float] = {
 POWER_HEADROOM = 1.5
 MEMORY_HEADROOM = 1.02  # MiB rounding of used + free + reserved
 RATIO_TOLERANCE = 1e-6
+# Interconnect ceilings (bytes/s, one direction), twice the fastest link of 2026: PCIe 6.0 x16
+# moves 128 GB/s per direction, NVLink 5 (B200) 900 GB/s per GPU per direction.
+MAX_PCIE_BPS = 256e9
+MAX_NVLINK_BPS = 1.8e12
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class Field:
     hi: float
     max_column: str | None = None   # the column of its per-step maximum, if the rules need peaks
     aliases: tuple[str, ...] = ()   # other generations' names (1.x compatibility names)
+    min_column: str | None = None   # the column of its per-step minimum (a stall inside a busy step)
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -74,25 +84,37 @@ class Field:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gr_active", "", 0.0, 1.0 + RATIO_TOLERANCE, "gr_active_max"),
+    Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gr_active", "", 0.0, 1.0 + RATIO_TOLERANCE, "gr_active_max",
+          min_column="gr_active_min"),
     Field("DCGM_FI_PROF_SM_ACTIVE", "sm_active", "", 0.0, 1.0 + RATIO_TOLERANCE, "sm_active_max"),
     # dcgm-exporter 1.x (etc/1.x-compatibility-metrics.csv) published the same fields under these names
     Field("DCGM_FI_DEV_GPU_UTIL", "gpu_util", "%", 0.0, 100.0, None, ("dcgm_gpu_utilization",)),
     Field("DCGM_FI_DEV_FB_USED", "fb_used_mib", "MiB", 0.0, MAX_FB_MIB, "fb_used_max_mib", ("dcgm_fb_used",)),
     Field("DCGM_FI_DEV_FB_FREE", "fb_free_mib", "MiB", 0.0, MAX_FB_MIB, None, ("dcgm_fb_free",)),
     Field("DCGM_FI_DEV_POWER_USAGE", "power_w", "W", 0.0, MAX_POWER_W, None, ("dcgm_power_usage",)),
+    # Gauges in bytes per second (dcgm-exporter PR #88; some counters CSVs still call them
+    # counters). The deprecated DCGM_FI_DEV_PCIE_{RX,TX}_THROUGHPUT are in KB/s: not aliases.
+    Field("DCGM_FI_PROF_PCIE_RX_BYTES", "pcie_rx_bps", "B/s", 0.0, MAX_PCIE_BPS),
+    Field("DCGM_FI_PROF_PCIE_TX_BYTES", "pcie_tx_bps", "B/s", 0.0, MAX_PCIE_BPS, "pcie_tx_max_bps"),
+    Field("DCGM_FI_PROF_NVLINK_RX_BYTES", "nvlink_rx_bps", "B/s", 0.0, MAX_NVLINK_BPS),
 )
 BY_SPELLING: dict[str, Field] = {s: f for f in FIELDS for s in f.spellings}
 BY_COLUMN: dict[str, Field] = {f.column: f for f in FIELDS}
 MAX_SUFFIX = ":max"
+MIN_SUFFIX = ":min"
 DROPPED_SUFFIX = ":dropped"
 DCGM_LIKE_PATTERN = r"(?i)^dcgm_"
 _DCGM_LIKE = re.compile(r"^dcgm_", re.IGNORECASE)
 
 
+def base_name(metric: str) -> str:
+    """``NAME`` of a series frame ``metric`` (``NAME``, ``NAME:max`` or ``NAME:min``)."""
+    return metric.removesuffix(MAX_SUFFIX).removesuffix(MIN_SUFFIX)
+
+
 def field_of(metric: str) -> Field | None:
-    """The field a series frame ``metric`` stands for (``NAME`` or ``NAME:max``), or None."""
-    return BY_SPELLING.get(metric.removesuffix(MAX_SUFFIX))
+    """The field a series frame ``metric`` stands for (``NAME``, ``NAME:max`` or ``NAME:min``), or None."""
+    return BY_SPELLING.get(base_name(metric))
 
 
 def is_dcgm_like(metric: str) -> bool:
@@ -101,12 +123,25 @@ def is_dcgm_like(metric: str) -> bool:
 
 
 def column_map() -> dict[str, str]:
-    """Series frame ``metric`` -> ``gpu_samples`` column, for every spelling and the ``:max`` rows."""
+    """Series frame ``metric`` -> ``gpu_samples`` column, for every spelling and the ``:max`` /
+    ``:min`` rows."""
     out: dict[str, str] = {}
     for spelling, f in BY_SPELLING.items():
         out[spelling] = f.column
         if f.max_column:
             out[spelling + MAX_SUFFIX] = f.max_column
+        if f.min_column:
+            out[spelling + MIN_SUFFIX] = f.min_column
+    return out
+
+
+def column_bounds() -> dict[str, tuple[float, float]]:
+    """``gpu_samples`` column (value, max and min columns) -> the field's valid range."""
+    out: dict[str, tuple[float, float]] = {}
+    for f in FIELDS:
+        for c in (f.column, f.max_column, f.min_column):
+            if c:
+                out[c] = (f.lo, f.hi)
     return out
 
 
@@ -123,7 +158,7 @@ def power_ceiling(model: str | None) -> float:
 def reading_class(value: pl.Expr, lo: pl.Expr, hi: pl.Expr) -> pl.Expr:
     """``None`` for a reading to keep, else why it is dropped: nonfinite | blank | range."""
     return (pl.when(~value.is_finite()).then(pl.lit("nonfinite"))
-            .when(value >= BLANK_FLOOR).then(pl.lit("blank"))
+            .when((value >= BLANK_FLOOR) & (value > hi)).then(pl.lit("blank"))
             .when((value < lo) | (value > hi)).then(pl.lit("range"))
             .otherwise(pl.lit(None, dtype=pl.Utf8)))
 

@@ -162,7 +162,7 @@ class PrometheusSource:
         self.generation_notes = generations.notes()
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
         want_max = {n: BY_SPELLING[n].max_column is not None for n in names}
-        n_queries = sum(1 if raw or not want_max[n] else 2 for n in names)
+        n_queries = sum(promql.queries_per_field(n, raw) for n in names)
         per_step = max(1, n_series) * max(1, n_queries)
         steps = max(MIN_STEPS_PER_CHUNK, self.points_per_batch // per_step)
         steps = min(steps, self.pcfg.max_points_per_series)
@@ -182,6 +182,8 @@ class PrometheusSource:
             qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
             qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
+            qs.append(promql.container_cpu_query(a - EPS_S, b - EPS_S, step, shift, generations.resolution_s,
+                                                 self.matchers))
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
             chunks.append(qs)
@@ -265,7 +267,7 @@ class PrometheusSource:
         # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
         pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
         ksm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-ksm")
-        pending: deque[tuple[list[Query], list[Future[Made]]]] = deque()
+        pending: deque[tuple[Query, list[Query], list[Future[Made]]]] = deque()
         todo = iter(chunks)
         held = False
         try:
@@ -275,11 +277,12 @@ class PrometheusSource:
                     qs = next(todo, None)
                     if qs is None:
                         break
+                    span = qs[0]  # the chunk's grid: a DCGM query, else a per-step KSM one (plan's order)
                     qs = [q for q in qs if not is_dcgm(q)] + [q for q in qs if is_dcgm(q)]
-                    pending.append((qs, [pool.submit(self._fetch, q) for q in qs]))
+                    pending.append((span, qs, [pool.submit(self._fetch, q) for q in qs]))
                 if not pending:
                     return
-                qs, futures = pending.popleft()
+                span, qs, futures = pending.popleft()
                 # pods and nodes while the DCGM answers arrive (not earlier: one chunk's
                 # transforms at a time bounds the memory)
                 ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
@@ -287,8 +290,7 @@ class PrometheusSource:
                 del futures  # the answers live only until they are rows (not while those load)
                 ksm_rows_made = ksm.result()  # before the DCGM rows: one transform at a time
                 del ksm
-                start = from_epoch_s(round(min(q.start for q in qs)) - step)
-                end = from_epoch_s(round(max(q.end for q in qs)))
+                start, end = from_epoch_s(round(span.start) - step), from_epoch_s(round(span.end))
                 batch = self._batch(answers, step, start, end)
                 if batch.advance_cursor:  # a batch left out has nothing to load
                     batch.series, batch.pods, batch.nodes = ksm_rows_made
@@ -297,7 +299,7 @@ class PrometheusSource:
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
         finally:
-            for _, futures in pending:
+            for _, _, futures in pending:
                 for f in futures:
                     f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)

@@ -5,8 +5,8 @@ Prometheus range queries, OpenMetrics files and the sample fleet all produce *se
 ``gpus``, ``pods``, ``nodes`` and ``clusters`` rows and loads them, one transaction per batch,
 with the hourly rollup and the ingest cursor in the same transaction.
 
-A ``metric`` ending in ``:max`` is the per-step maximum of a server-side reduction
-(``max_over_time(M[step])``); the plain name is the per-step average (or the raw sample).
+A ``metric`` ending in ``:max`` (``:min``) is the per-step maximum (minimum) of a server-side
+reduction (``max_over_time(M[step])``); the plain name is the per-step average (or the raw sample).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB, canonical_gpu_model
 from gpuinsight.sources.base import LoadReport
+from gpuinsight.sources.cadvisor import KEY as CPU_KEY
+from gpuinsight.sources.cadvisor import pod_cpu_samples
 from gpuinsight.sources.dcgm import (
     BY_SPELLING,
     DCGM_LIKE_PATTERN,
@@ -31,8 +33,11 @@ from gpuinsight.sources.dcgm import (
     MAX_FB_MIB,
     MAX_POWER_W,
     MAX_SUFFIX,
+    MIN_SUFFIX,
     POWER_LIMIT_W,
     Dropped,
+    base_name,
+    column_bounds,
     column_map,
     field_of,
     is_dcgm_like,
@@ -66,8 +71,11 @@ DCGM_METRICS: dict[str, str] = {f.name: f.column for f in FIELDS}
 MAX_METRICS = tuple(f.name for f in FIELDS if f.max_column)
 _METRIC_TO_COLUMN = column_map()
 MAX_COLUMNS = frozenset(f.max_column for f in FIELDS if f.max_column)
+MIN_COLUMNS = frozenset(f.min_column for f in FIELDS if f.min_column)
 _VALUE_COLUMNS = ("gr_active", "gr_active_max", "sm_active", "sm_active_max", "gpu_util",
-                  "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w")
+                  "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w",
+                  # migration 013: the input-starved and checkpoint signals
+                  "gr_active_min", "pcie_rx_bps", "pcie_tx_bps", "pcie_tx_max_bps", "nvlink_rx_bps")
 # natural key of gpu_samples: a GPU (or MIG instance) step per holder pod; loads replace whole
 # GPU steps (the first four columns)
 SAMPLE_KEY = ["cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
@@ -109,10 +117,15 @@ class TransformStats:
     unmatched: dict[str, str | None] = field(default_factory=dict)  # GPU UUID -> what the exporter said
     matched: set[str] = field(default_factory=set)
     ksm_notes: dict[str, str] = field(default_factory=dict)  # what kube-state-metrics could not say, by topic
+    cpu_dropped: dict[str, int] = field(default_factory=dict)  # cAdvisor readings that are not CPU use
     origin: str | None = None   # the file the series came from, for locations in notes
 
     def notes(self) -> list[str]:
         out = self.dropped.notes() + list(self.ksm_notes.values())
+        if any(self.cpu_dropped.values()):
+            out.append("cAdvisor container CPU: dropped " + ", ".join(
+                f"{n:,} {what}" for what, n in sorted(self.cpu_dropped.items()) if n)
+                + " (negative, not finite or above any machine's cores; a reset restarts the count)")
         if self.unidentified_series:
             where = f"{self.origin}:" if self.origin else ""
             example = (self.unidentified_example or "").replace("line ", where, 1) if where else \
@@ -157,7 +170,7 @@ def dcgm_samples(
     aggs += [pl.col(c).drop_nulls().last() for c in LAST_NON_NULL]
     for c in _VALUE_COLUMNS:
         vals = pl.col("value").filter(pl.col("_col") == c)
-        aggs.append((vals.max() if c in MAX_COLUMNS else vals.mean()).alias(c))
+        aggs.append(getattr(vals, reduction(c))().alias(c))
     return finish_samples(s.group_by(key).agg(aggs), cluster, step_s, stats)
 
 
@@ -168,10 +181,10 @@ def dcgm_identified(series: pl.DataFrame, stats: TransformStats, nodes: NodeDire
     GPU identity are dropped and counted. The columnar Prometheus path calls it with one row
     per series (``prom/columnar.py``)."""
     names = series.get_column("metric").unique().to_list() if series.height else []
-    stats.dcgm_like |= {n.removesuffix(MAX_SUFFIX) for n in names if is_dcgm_like(n) and DROPPED_SUFFIX not in n}
+    stats.dcgm_like |= {base_name(n) for n in names if is_dcgm_like(n) and DROPPED_SUFFIX not in n}
     col = pl.col("metric").replace_strict(_METRIC_TO_COLUMN, default=None, return_dtype=pl.Utf8)
     s = series.with_columns(col.alias("_col")).filter(pl.col("_col").is_not_null())
-    stats.mapped |= {n.removesuffix(MAX_SUFFIX) for n in names if n in _METRIC_TO_COLUMN}
+    stats.mapped |= {base_name(n) for n in names if n in _METRIC_TO_COLUMN}
     _count_series(series, s, stats)
     if s.height:
         s = _drop_unidentified(s, stats)
@@ -205,12 +218,19 @@ def sample_column(metric: str) -> str | None:
     return _METRIC_TO_COLUMN.get(metric)
 
 
+def reduction(column: str) -> str:
+    """How the readings of one key and step make a ``gpu_samples`` column: max, min or mean."""
+    return "max" if column in MAX_COLUMNS else "min" if column in MIN_COLUMNS else "mean"
+
+
 def finish_samples(out: pl.DataFrame, cluster: str, step_s: int, stats: TransformStats) -> pl.DataFrame:
     """Per-key reduced fields -> ``gpu_samples`` rows plus :data:`HINT` (fallbacks, constants,
     column order); GPUs placed on a node or not are recorded in ``stats``."""
     gr = pl.coalesce(pl.col("gr_active"), pl.col("gpu_util") / 100.0)
     out = out.with_columns(gr.alias("gr_active")).with_columns(
         pl.coalesce("gr_active_max", "gr_active").alias("gr_active_max"),
+        pl.coalesce("gr_active_min", "gr_active").alias("gr_active_min"),
+        pl.coalesce("pcie_tx_max_bps", "pcie_tx_bps").alias("pcie_tx_max_bps"),
         pl.coalesce("sm_active_max", "sm_active").alias("sm_active_max"),
         pl.coalesce("fb_used_max_mib", "fb_used_mib").alias("fb_used_max_mib"),
         pl.lit(cluster, dtype=pl.Utf8).alias("cluster"),
@@ -270,10 +290,9 @@ def reading_bounds(s: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     by the GPU model's (``model_name``, as dcgm-exporter spells it)."""
     models = {m: canonical_gpu_model(m) for m in s.get_column("model_name").unique().to_list() if m}
     model = pl.col("model_name").replace_strict(models, default=None, return_dtype=pl.Utf8)
-    lo = pl.col("_col").replace_strict({f.column: f.lo for f in FIELDS} | {f.max_column: f.lo for f in FIELDS
-                                       if f.max_column}, default=None, return_dtype=pl.Float64)
-    hi = pl.col("_col").replace_strict({f.column: f.hi for f in FIELDS} | {f.max_column: f.hi for f in FIELDS
-                                       if f.max_column}, default=None, return_dtype=pl.Float64)
+    bounds = column_bounds()
+    lo = pl.col("_col").replace_strict({c: b[0] for c, b in bounds.items()}, default=None, return_dtype=pl.Float64)
+    hi = pl.col("_col").replace_strict({c: b[1] for c, b in bounds.items()}, default=None, return_dtype=pl.Float64)
     mem = model.replace_strict({m: memory_ceiling(m) for m in POWER_LIMIT_W.keys() | set(models.values())
                                 if m}, default=MAX_FB_MIB, return_dtype=pl.Float64)
     power = model.replace_strict({m: power_ceiling(m) for m in POWER_LIMIT_W.keys() | set(models.values())
@@ -288,7 +307,7 @@ def count_dropped(bad: pl.DataFrame, stats: TransformStats) -> None:
     if bad.height == 0:
         return
     canon = {spelling: f.name for spelling, f in BY_SPELLING.items()}
-    counts = bad.group_by(pl.col("metric").str.strip_suffix(MAX_SUFFIX), "_why").len()
+    counts = bad.group_by(pl.col("metric").str.strip_suffix(MAX_SUFFIX).str.strip_suffix(MIN_SUFFIX), "_why").len()
     for name, why, n in counts.iter_rows():
         key = (canon.get(name, name), why)
         stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
@@ -466,6 +485,7 @@ def _load_one(
     else:
         pods, nodes = batch.pods, batch.nodes
     nodes = fill_node_models(nodes, gpus)
+    cpu = pod_cpu_samples(batch.series, cluster, batch.step_s, stats.cpu_dropped)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
@@ -475,6 +495,8 @@ def _load_one(
         rows["gpus"] = merge_spans(wh, con, "gpus", gpus, ["cluster", "gpu_uuid"])
         rows["pods"] = merge_spans(wh, con, "pods", pods, ["cluster", "uid"])
         rows["nodes"] = merge_spans(wh, con, "nodes", nodes, ["cluster", "node"])
+        if cpu.height:
+            rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
         if ts_all.len():
             clusters = pl.DataFrame({"cluster": [cluster], "first_seen": [ts_all.min()], "last_seen": [ts_all.max()]},
                                     schema={"cluster": pl.Utf8, "first_seen": TS, "last_seen": TS})

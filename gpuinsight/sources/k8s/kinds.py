@@ -12,7 +12,7 @@ from gpuinsight.sources.k8s.common import MapContext
 from gpuinsight.sources.k8s.nodes import node_row
 from gpuinsight.sources.k8s.pods import pod_row
 from gpuinsight.sources.k8s.ray import raycluster_row, rayjob_row, rayservice_row, scaledobject_row
-from gpuinsight.sources.k8s.volcano import podgroup_row, queue_row, vcjob_row
+from gpuinsight.sources.k8s.volcano import hypernode_row, podgroup_row, queue_row, vcjob_row
 
 Mapper = Callable[[dict[str, Any], MapContext], dict[str, Any]]
 
@@ -58,6 +58,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("scaledobjects", "ScaledObject",
          _contract("scaled_objects", "namespace", "name", what="KEDA ScaledObjects"),
          scaledobject_row, "keda.sh", ("v1alpha1",), "scaledobjects", crd=True),
+    Kind("hypernodes", "HyperNode", _contract("hypernodes", "name", what="Volcano HyperNodes (network topology)"),
+         hypernode_row, "topology.volcano.sh", ("v1alpha1",), "hypernodes", crd=True),
 )
 
 BY_STEM = {k.stem: k for k in KINDS}

@@ -113,6 +113,18 @@ def effective_gpu_requests(spec: dict[str, Any], where: str = "spec") -> dict[st
     return {k: v for k, v in sorted(total.items()) if v}
 
 
+def cpu_request(spec: dict[str, Any], where: str = "spec") -> float | None:
+    """Cores the pod's app containers request (limits standing in for an unset request); None
+    when no container says."""
+    total, said = 0.0, False
+    for i, c in enumerate(get_list(spec, "containers")):
+        if isinstance(c, dict):
+            res = container_resources(c, f"{where}.containers[{i}]")
+            if "cpu" in res:
+                total, said = total + res["cpu"], True
+    return total if said else None
+
+
 def mig_of(requests: dict[str, float]) -> tuple[str | None, float | None]:
     migs = {k[len(MIG_PREFIX):]: v for k, v in requests.items() if k.startswith(MIG_PREFIX) and v > 0}
     if not migs:
@@ -186,6 +198,7 @@ def pod_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "mig_profile": mig_profile,
         "mig_request": mig_request,
         "gpu_requests": to_json(requests),
+        "cpu_request": cpu_request(spec),
         "queue": annotations.get(QUEUE_ANNOTATION) or labels.get(QUEUE_LABEL)
         or annotations.get(QUEUE_LABEL),
         "podgroup": annotations.get(GROUP_ANNOTATION) or labels.get(GROUP_LABEL_PLUGINS),

@@ -1,4 +1,5 @@
-"""Volcano objects -> rows: Queue (``queues``), PodGroup (``podgroups``), Job (``vcjobs``)."""
+"""Volcano objects -> rows: Queue (``queues``), PodGroup (``podgroups``), Job (``vcjobs``),
+HyperNode (``hypernodes``: the network topology tiers of network-topology-aware scheduling)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,45 @@ def vcjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "tasks": to_json(tasks),
         "phase": phase,
         "retry_count": get_int(obj, "status", "retryCount", lo=0) or 0,
+        "network_topology": to_json(get_map(spec, "networkTopology")) if spec.get("networkTopology") else None,
         "created": created,
         "last_seen": None,
         "_alive": phase not in DONE_JOB,
+    }
+
+
+HYPERNODE_MEMBER_TYPES = ("Node", "HyperNode")
+HYPERNODE_SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
+
+
+def hypernode_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
+    """A HyperNode (topology.volcano.sh/v1alpha1, cluster-scoped): its tier (the CRD requires
+    one, >= 0) and members, each a Node or HyperNode chosen by exactly one of exactMatch,
+    regexMatch or labelMatch (the CRD's validation rules)."""
+    name = require_str(obj, "metadata", "name")
+    tier = get_int(obj, "spec", "tier", lo=0)
+    if tier is None:
+        raise MapError("spec.tier", "missing (the HyperNode CRD requires it)")
+    members = []
+    for i, m in enumerate(get_list(obj, "spec", "members")):
+        where = f"spec.members[{i}]"
+        if not isinstance(m, dict):
+            raise MapError(where, "expected an object")
+        kind = get_str(m, "type")
+        if kind not in HYPERNODE_MEMBER_TYPES:
+            raise MapError(f"{where}.type", f"{kind!r} is not one of {', '.join(HYPERNODE_MEMBER_TYPES)}")
+        sel = get_map(m, "selector")
+        chosen = [k for k in HYPERNODE_SELECTORS if k in sel]
+        if len(chosen) != 1:
+            raise MapError(f"{where}.selector", "needs exactly one of exactMatch, regexMatch, labelMatch")
+        members.append({"type": kind, "selector": {chosen[0]: sel[chosen[0]]}})
+    ctx.observe(get_time(obj, "metadata", "creationTimestamp"))
+    return {
+        "cluster": ctx.cluster,
+        "name": name,
+        "tier": tier,
+        "tier_name": get_str(obj, "spec", "tierName"),
+        "members": to_json(members),
+        "last_seen": None,
+        "_alive": True,
     }

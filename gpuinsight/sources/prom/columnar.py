@@ -17,7 +17,8 @@ module applies the same definitions to columnar answers
    classified by ``reading_class`` in one vectorised pass, and the ones that are not
    measurements dropped and counted;
 3. **the points**, on integer codes only: grouped by (identity key, ts) with the reductions
-   ``dcgm_samples`` makes (mean of the per-step averages, max of the per-step maxima, the
+   ``dcgm_samples`` makes (:func:`~gpuinsight.sources.series.reduction`: mean of the per-step
+   averages, max of the per-step maxima, min of the per-step minima; the
    greatest container, the last non-null node / hint / index / model / profile in answer
    order), then :func:`~gpuinsight.sources.series.finish_samples`, as there.
 
@@ -40,13 +41,13 @@ from gpuinsight.sources.series import (
     HINT,
     IDENTITY_COLUMNS,
     LAST_NON_NULL,
-    MAX_COLUMNS,
     SAMPLE_COLUMNS,
     TransformStats,
     count_dropped,
     dcgm_identified,
     finish_samples,
     reading_bounds,
+    reduction,
     sample_column,
 )
 
@@ -127,7 +128,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         parts = [slice(b, b + n) for b, n, f in zip(bounds, sizes, fields, strict=True) if f == i]
         rows_i = np.concatenate([row[p] for p in parts]) if parts else row[:0]
         vals_i = np.concatenate([vp[p] for p in parts]) if parts else vp[:0]
-        out[col] = pl.Series(col, _reduce(rows_i, vals_i, n_rows, col in MAX_COLUMNS), nan_to_null=True)
+        out[col] = pl.Series(col, _reduce(rows_i, vals_i, n_rows, reduction(col)), nan_to_null=True)
     del vp
 
     frame = pl.DataFrame({"_k": (cells // len(times)).astype(np.uint32)}).join(
@@ -218,8 +219,8 @@ def series_identity(answers: Sequence[tuple[Query, Matrix]], stats: TransformSta
     return rows.select(pl.col("ts").cast(pl.Int64).alias("_g"), "_col", *IDENTITY_COLUMNS)
 
 
-def _reduce(row: np.ndarray, values: np.ndarray, n_rows: int, take_max: bool) -> np.ndarray:
-    """Per row, the mean (or max) of ``values``; NaN where a row has none."""
+def _reduce(row: np.ndarray, values: np.ndarray, n_rows: int, how: str) -> np.ndarray:
+    """Per row, the mean, max or min (``how``) of ``values``; NaN where a row has none."""
     count = np.bincount(row, minlength=n_rows)
     if not len(row):
         return np.full(n_rows, np.nan)
@@ -227,9 +228,9 @@ def _reduce(row: np.ndarray, values: np.ndarray, n_rows: int, take_max: bool) ->
         out = np.full(n_rows, np.nan)
         out[row] = values
         return out
-    if take_max:
+    if how in ("max", "min"):
         out = np.full(n_rows, np.nan)
-        np.fmax.at(out, row, values)
+        (np.fmax if how == "max" else np.fmin).at(out, row, values)
         return out
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.bincount(row, weights=values, minlength=n_rows) / count

@@ -44,7 +44,7 @@ POD_COLUMNS: dict[str, pl.DataType] = {
     "gpu_requests": pl.Utf8(), "queue": pl.Utf8(), "podgroup": pl.Utf8(), "vcjob": pl.Utf8(),
     "priority_class": pl.Utf8(), "scheduler": pl.Utf8(), "created": TS, "scheduled": TS, "started": TS,
     "finished": TS, "last_seen": TS, "phase": pl.Utf8(), "labels": pl.Utf8(), "annotations": pl.Utf8(),
-    "source": pl.Utf8(),
+    "source": pl.Utf8(), "cpu_request": pl.Float64(),
 }
 NODE_COLUMNS: dict[str, pl.DataType] = {
     "cluster": pl.Utf8(), "node": pl.Utf8(), "instance_type": pl.Utf8(), "capacity_type": pl.Utf8(),
@@ -172,9 +172,11 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
     reqs = s.filter(metric == "kube_pod_container_resource_requests")
     reqs = reqs.with_columns(lab(reqs, "resource").alias("_res"), first_label(reqs, "exported_container", "container").fill_null("").alias("_c"))
     # A pending pod's series has node="" and the scheduled one node="x": the same request twice.
-    reqs = reqs.filter(pl.col("_res").str.starts_with("nvidia_com_")).sort(["ts", "value"]) \
-        .group_by(["_uid", "_c", "_res"]).agg(pl.col("value").last()) \
+    reqs = reqs.filter(pl.col("_res").str.starts_with("nvidia_com_") | (pl.col("_res") == "cpu")) \
+        .sort(["ts", "value"]).group_by(["_uid", "_c", "_res"]).agg(pl.col("value").last()) \
         .group_by(["_uid", "_res"]).agg(pl.col("value").sum())
+    cpu_reqs = reqs.filter(pl.col("_res") == "cpu")
+    reqs = reqs.filter(pl.col("_res") != "cpu")
 
     by_uid: dict[str, dict[str, Any]] = {r["_uid"]: {"namespace": r["_ns"], "name": r["_name"]}
                                          for r in ident.iter_rows(named=True)}
@@ -188,6 +190,9 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
     gpu_reqs: dict[str, dict[str, float]] = {}
     for r in reqs.iter_rows(named=True):
         gpu_reqs.setdefault(r["_uid"], {})[r["_res"]] = r["value"]
+    for r in cpu_reqs.iter_rows(named=True):  # cores, summed over the pod's containers
+        if r["_uid"] in by_uid:
+            by_uid[r["_uid"]]["cpu_request"] = r["value"]
     labels = _prefixed(s.filter(metric == "kube_pod_labels"), "_uid", "label_")
     annotations = _prefixed(s.filter(metric == "kube_pod_annotations"), "_uid", "annotation_")
     if s.filter(metric == "kube_pod_labels").height and not labels:

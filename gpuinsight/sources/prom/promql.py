@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuinsight.errors import BadInput
+from gpuinsight.sources.dcgm import BY_SPELLING, MIN_SUFFIX
 from gpuinsight.sources.gpu_nodes import EXPORTER_POD_INFO
 
 Matcher = tuple[str, str, str]  # (label, op, value)
@@ -104,8 +105,24 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
+def wants_min(name: str) -> bool:
+    """Whether the rules read the field's per-step minimum (GR activity: a stall inside a busy step)."""
+    f = BY_SPELLING.get(name)
+    return f is not None and f.min_column is not None
+
+
+def queries_per_field(name: str, raw: bool) -> int:
+    """How many range queries :func:`dcgm_exprs` issues for one field (the planner's budget)."""
+    f = BY_SPELLING.get(name)
+    if raw or f is None:
+        return 1
+    return 1 + (f.max_column is not None) + (f.min_column is not None)
+
+
 def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, want_max: bool) -> list[tuple[str, str]]:
-    """(expr, metric) pairs for one DCGM field: per-step avg (+ max), or the raw last sample.
+    """(expr, metric) pairs for one DCGM field: per-step avg (+ max, + min where the field has a
+    min column), or the raw last sample. The three reductions read the same samples: min and max
+    cost the server no more than the average.
 
     These are plain reductions (one scan of the samples). A step holding a reading that is not
     a measurement shows it in them and is read again with :func:`dcgm_filtered_exprs`
@@ -118,6 +135,8 @@ def dcgm_exprs(name: str, step: int, matchers: Sequence[Matcher], *, raw: bool, 
     out = [(f"avg_over_time({rng})", name)]
     if want_max:
         out.append((f"max_over_time({rng})", f"{name}:max"))
+    if wants_min(name):
+        out.append((f"min_over_time({rng})", f"{name}{MIN_SUFFIX}"))
     return out
 
 
@@ -141,6 +160,8 @@ def dcgm_filtered_exprs(name: str, step: int, matchers: Sequence[Matcher], *, wa
     out = [(f"avg_over_time({sub})", name)]
     if want_max:
         out.append((f"max_over_time({sub})", f"{name}:max"))
+    if wants_min(name):
+        out.append((f"min_over_time({sub})", f"{name}{MIN_SUFFIX}"))
     return out
 
 
@@ -184,12 +205,51 @@ def ksm_step_exprs(step: int, matchers: Sequence[Matcher], pod_key: str = POD_BY
     return [(pod, "kube_pod_info"), (node, "kube_node_info")]
 
 
+def gpu_pod_keys(window: str, matchers: Sequence[Matcher]) -> str:
+    """(namespace, pod) of the pods holding GPUs, whether kube-state-metrics was scraped with
+    honor_labels (``namespace``/``pod``) or without (``exported_namespace``/``exported_pod``)."""
+    req = f"last_over_time({selector('kube_pod_container_resource_requests', [('resource', '=~', GPU_RESOURCES), *matchers])}[{window}])"
+    exported = selector("kube_pod_container_resource_requests",
+                        [("resource", "=~", GPU_RESOURCES), ("exported_pod", "!=", ""), *matchers])
+    renamed = (f'label_replace(label_replace(last_over_time({exported}[{window}]), "pod", "$1", "exported_pod", "(.+)"), '
+               f'"namespace", "$1", "exported_namespace", "(.+)")')
+    return f"(max by (namespace, pod) ({req}) or max by (namespace, pod) ({renamed}))"
+
+
+def container_cpu_query(t0: float, t1: float, step: int, shift: float, resolution_s: int,
+                        matchers: Sequence[Matcher]) -> Query:
+    """Cores each GPU pod used per step: cAdvisor's CPU-seconds counter as a rate, summed over the
+    pod's containers (not the pod cgroup ``container=""`` nor the pause container ``POD``).
+
+    A counter's increase over a step needs the sample at the step's end, so the rate's window is
+    one scrape interval longer than the step and the query is evaluated one interval later than
+    the DCGM ones (the row keeps the step's start): the window then holds the samples from the
+    step's start to just past its end (the DCGM scrape interval stands in for cAdvisor's)."""
+    expr, metric = container_cpu_expr(step, matchers, resolution_s)
+    return Query(expr, metric, t0 + resolution_s, t1 + resolution_s, step, shift + resolution_s)
+
+
+def container_cpu_expr(step: int, matchers: Sequence[Matcher], resolution_s: int) -> tuple[str, str]:
+    """The rate expression of :func:`container_cpu_query`."""
+    from gpuinsight.sources.cadvisor import COUNTER, RATE_METRIC
+
+    window = dur(step + resolution_s)
+    cpu = selector(COUNTER, [("container", "!=", ""), ("container", "!=", "POD"), ("pod", "!=", ""), *matchers])
+    expr = (f"sum by (namespace, pod) (rate({cpu}[{window}])) "
+            f"and on (namespace, pod) {gpu_pod_keys(dur(step), matchers)}")
+    return expr, RATE_METRIC
+
+
 def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher], pod_key: str = POD_BY_UID) -> list[tuple[str, str]]:
     w = dur(window_s)
     out = [(f"last_over_time({selector(m, matchers)}[{w}]) {gpu_pods_filter(w, matchers, pod_key)}", m)
            for m in POD_FACTS]
     req = selector("kube_pod_container_resource_requests", [("resource", "=~", GPU_RESOURCES), *matchers])
     out.append((f"last_over_time({req}[{w}])", "kube_pod_container_resource_requests"))
+    # the GPU pods' CPU requests (the input-starved rule compares CPU use with them)
+    cpu_req = selector("kube_pod_container_resource_requests", [("resource", "=", "cpu"), *matchers])
+    out.append((f"last_over_time({cpu_req}[{w}]) {gpu_pods_filter(w, matchers, pod_key)}",
+                "kube_pod_container_resource_requests"))
     # The current phase is the only phase series whose last value is 1.
     phase = selector("kube_pod_status_phase", matchers)
     out.append((f"(last_over_time({phase}[{w}]) == 1) {gpu_pods_filter(w, matchers, pod_key)}",

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, MAX_SUFFIX, reading_class
+from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, base_name, reading_class
 from gpuinsight.sources.prom import promql
 from gpuinsight.sources.prom.frames import Matrix, eval_to_ts
 from gpuinsight.sources.prom.promql import Matcher, Query
@@ -46,13 +46,13 @@ class Refiner:
         self.refined_steps = 0
 
     def refine(self, answers: list[Answer]) -> tuple[list[Answer], list[pl.DataFrame]]:
-        """The DCGM answers of one chunk with the spotted steps' points (average and maximum)
+        """The DCGM answers of one chunk with the spotted steps' points (average, maximum, minimum)
         replaced by the filtered ones, and the series frames of the readings the server dropped
         (``NAME:dropped``, for :func:`~gpuinsight.sources.series.server_dropped`)."""
         ids: dict[tuple[tuple[str, str], ...], int] = {}  # label set of a spotted series -> its id
         spotted: dict[str, list[pl.DataFrame]] = {}       # field spelling -> (series id, ts) to read again
         for q, m in answers:
-            name = q.metric.removesuffix(MAX_SUFFIX)
+            name = base_name(q.metric)
             f = BY_SPELLING.get(name)
             if f is None or not m.points:
                 continue
@@ -73,11 +73,11 @@ class Refiner:
         keys = {name: pl.concat(frames).unique() for name, frames in spotted.items()}
         self.refined_steps += sum(k.height for k in keys.values())
         labels_of = {i: dict(key) for key, i in ids.items()}
-        out = [(q, _points(q, m, ids, keys.get(q.metric.removesuffix(MAX_SUFFIX)), keep=False)) for q, m in answers]
+        out = [(q, _points(q, m, ids, keys.get(base_name(q.metric)), keep=False)) for q, m in answers]
         dropped = []
         for name, k in keys.items():
             for q, m in self._query(name, k, labels_of):
-                base = q.metric.removesuffix(MAX_SUFFIX).removesuffix(DROPPED_SUFFIX)
+                base = base_name(q.metric.removesuffix(DROPPED_SUFFIX))
                 fresh = _points(q, m, ids, keys[base], keep=True)
                 if q.metric.endswith(DROPPED_SUFFIX):
                     dropped.append(fresh.series_frame(q.metric, q.shift_s, q.keep))
