@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import polars as pl
 
 from gpuinsight.config import Config
@@ -47,7 +48,7 @@ from gpuinsight.sources.prom.frames import (
 )
 from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.prom.refine import Refiner
+from gpuinsight.sources.prom.refine import Refiner, spot
 from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state, set_state
 from gpuinsight.sources.series import (
     SeriesBatch,
@@ -60,7 +61,9 @@ from gpuinsight.sources.series import (
 from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
-Made = tuple[Matrix, pl.DataFrame | None]  # an answer, and the series frame of a kube-state-metrics one
+# An answer, and what can be made of it alone: the series frame of a kube-state-metrics answer;
+# the label frame of a DCGM one (a row per series) and its points to read again (refine.spot).
+Made = tuple[Matrix, pl.DataFrame, np.ndarray | None]
 CONTRACTS = (
     LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  lag=timedelta(minutes=10), description="dcgm-exporter, per-step avg/max"),
@@ -308,30 +311,33 @@ class PrometheusSource:
     def _ksm(self, answers: list[Future[Made]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The chunk's kube-state-metrics series frame, and its pods and nodes rows; the nodes and
         pod placements it names join the evidence for placing the chunk's GPUs."""
-        series = concat_series([frame for f in answers if (frame := f.result()[1]) is not None])
+        series = concat_series([f.result()[1] for f in answers])
         self.directory.add_series(series)
         return (series, *ksm_rows(series, self.cfg.cluster, SOURCE, self.stats, self.facts))
 
     def _fetch(self, q: Query) -> Made:
-        """One answer; a kube-state-metrics one made into its series frame at once (in the fetch
-        workers, while others are on the wire). A DCGM answer keeps its label sets until the
-        chunk's nodes are known (:func:`dcgm_rows`)."""
+        """One answer and what can be made of it alone (:data:`Made`), in the fetch workers while
+        others are on the wire. A DCGM answer keeps its label sets: the refiner reads them, and
+        its rows wait for the chunk's nodes (:func:`dcgm_rows`)."""
         m = self.client.query_range(q)
         if is_dcgm(q):
-            return m, None
-        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep)
+            return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
+        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep), None
 
-    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame | None]], step: int, start: datetime,
-               end: datetime) -> SeriesBatch:
+    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame, np.ndarray | None]], step: int,
+               start: datetime, end: datetime) -> SeriesBatch:
         window = f"{start.isoformat()}..{end.isoformat()}"
-        dcgm = [(q, m) for q, m, _ in answers if is_dcgm(q)]
-        warnings = [w for _, m, _ in answers for w in m.warnings]
+        dcgm = [(q, m) for q, m, _, _ in answers if is_dcgm(q)]
+        labels: list[pl.DataFrame | None] = [lf for q, _, lf, _ in answers if is_dcgm(q)]
+        spots = [s if s is not None else np.zeros(0, dtype=np.int64) for q, _, _, s in answers if is_dcgm(q)]
+        warnings = [w for _, m, _, _ in answers for w in m.warnings]
         answers.clear()
         dropped: list[pl.DataFrame] = []
         if self.refiner is not None and (self.pcfg.allow_partial or not partial_warnings(warnings)):
             # steps showing a reading that is not a measurement: read again, filtered
-            refined, dropped = self.refiner.refine(dcgm)
+            refined, dropped = self.refiner.refine(dcgm, spots)
             warnings += [w for _, m in refined[len(dcgm):] for w in m.warnings]
+            labels += [None] * (len(refined) - len(dcgm))  # the re-read answers: same label sets, own rows
             dcgm = refined
         partial = partial_warnings(warnings)
         if partial and not self.pcfg.allow_partial:
@@ -341,8 +347,8 @@ class PrometheusSource:
         notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
         for frame in dropped:
             server_dropped(frame, self.stats)
-        samples = dcgm_rows(dcgm, self.cfg.cluster, step, self.stats, self.directory, self.cfg.node_labels)
-        del dcgm
+        samples = dcgm_rows(dcgm, self.cfg.cluster, step, self.stats, self.directory, self.cfg.node_labels, labels)
+        del dcgm, labels
         return SeriesBatch(empty_series(), step, start=start, end=end, notes=notes, samples=samples)
 
 

@@ -61,18 +61,23 @@ def is_dcgm(q: Query) -> bool:
 
 
 def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int, stats: TransformStats,
-              nodes: NodeDirectory, node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+              nodes: NodeDirectory, node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS,
+              label_frames: Sequence[pl.DataFrame | None] | None = None) -> pl.DataFrame:
     """``gpu_samples`` rows (with :data:`~gpuinsight.sources.series.HINT`) from the DCGM answers
     of one chunk (any shards, any fields), as ``dcgm_samples`` makes them from the same series.
 
     ``stats`` receives what ``dcgm_samples`` counts (series without identity, dropped readings,
-    GPUs placed or not); ``nodes`` is the evidence for node resolution.
+    GPUs placed or not); ``nodes`` is the evidence for node resolution. ``label_frames``: each
+    answer's ``Matrix.label_frame(q.keep)``, if already made (the collector makes them as
+    answers arrive).
     """
-    answers = [(q, m) for q, m in answers if m.points]
+    frames = list(label_frames) if label_frames is not None else [None] * len(answers)
+    kept = [(a, f) for a, f in zip(answers, frames, strict=True) if a[1].points]
+    answers, frames = [a for a, _ in kept], [f for _, f in kept]
     if not answers:
         return pl.DataFrame(schema=_ROWS)
     offsets = np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]])
-    series = series_identity(answers, stats, nodes, node_labels)
+    series = series_identity(answers, stats, nodes, node_labels, frames)
     n_series = sum(len(m.labels) for _, m in answers)
 
     # per series (index g, in answer order): its key, the bounds of its readings, and codes
@@ -197,7 +202,8 @@ def _dense_rank(cell: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def series_identity(answers: Sequence[tuple[Query, Matrix]], stats: TransformStats, nodes: NodeDirectory,
-                    node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+                    node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS,
+                    label_frames: Sequence[pl.DataFrame | None] | None = None) -> pl.DataFrame:
     """``dcgm_identified``'s identity columns for every series of the answers (``_g``: its index,
     answer after answer; ``_col``: the column it feeds).
 
@@ -206,10 +212,10 @@ def series_identity(answers: Sequence[tuple[Query, Matrix]], stats: TransformSta
     One call for all answers: a GPU's fields share their label sets, resolved once.
     """
     frames = []
-    for q, m in answers:
+    for (q, m), labels in zip(answers, label_frames or [None] * len(answers), strict=True):
         n = len(m.labels)
         frame = pl.DataFrame({"metric": pl.Series([q.metric], dtype=pl.Utf8).new_from_index(0, n)})
-        labels = m.label_frame(q.keep)
+        labels = m.label_frame(q.keep) if labels is None else labels
         frames.append(pl.concat([frame, labels], how="horizontal") if labels.width else frame)
     frame = pl.concat(frames, how="diagonal_relaxed")
     lens = np.concatenate([m.lens for _, m in answers])

@@ -20,6 +20,7 @@ reading.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,21 +46,19 @@ class Refiner:
         self.keep = keep
         self.refined_steps = 0
 
-    def refine(self, answers: list[Answer]) -> tuple[list[Answer], list[pl.DataFrame]]:
+    def refine(self, answers: list[Answer], spots: Sequence[np.ndarray] | None = None
+               ) -> tuple[list[Answer], list[pl.DataFrame]]:
         """The DCGM answers of one chunk with the spotted steps' points (average, maximum, minimum)
         replaced by the filtered ones, and the series frames of the readings the server dropped
-        (``NAME:dropped``, for :func:`~gpuinsight.sources.series.server_dropped`)."""
+        (``NAME:dropped``, for :func:`~gpuinsight.sources.series.server_dropped`). ``spots``:
+        :func:`spot` of each answer, if already made (the collector makes them as answers arrive)."""
         ids: dict[tuple[tuple[str, str], ...], int] = {}  # label set of a spotted series -> its id
         spotted: dict[str, list[pl.DataFrame]] = {}       # field spelling -> (series id, ts) to read again
-        for q, m in answers:
-            name = base_name(q.metric)
-            f = BY_SPELLING.get(name)
-            if f is None or not m.points:
-                continue
-            why = m.values.to_frame("value").select(reading_class(pl.col("value"), pl.lit(f.lo), pl.lit(f.hi)))
-            at = np.flatnonzero(why.to_series().is_not_null().to_numpy())
+        for i, (q, m) in enumerate(answers):
+            at = spot(q, m) if spots is None else spots[i]
             if not len(at):
                 continue
+            name = base_name(q.metric)
             g = m.series_index()[at]
             with_uuid = np.array([bool(m.labels[i].get("UUID") or m.labels[i].get("uuid")) for i in g], dtype=bool)
             if not with_uuid.any():  # not a GPU: the transform skips the series and counts it
@@ -106,6 +105,16 @@ class Refiner:
                 q = Query(e, metric, t0, t1, self.step, shift, keep=self.keep)
                 answers.append((q, self.client.query_range(q)))
         return answers
+
+
+def spot(q: Query, m: Matrix) -> np.ndarray:
+    """The points of one DCGM answer whose step holds a reading that is not a measurement (a
+    per-step average or extreme outside the field's range: NaN, blank sentinel, glitch)."""
+    f = BY_SPELLING.get(base_name(q.metric))
+    if f is None or not m.points:
+        return np.zeros(0, dtype=np.int64)
+    why = m.values.to_frame("value").select(reading_class(pl.col("value"), pl.lit(f.lo), pl.lit(f.hi)))
+    return np.flatnonzero(why.to_series().is_not_null().to_numpy())
 
 
 def _label_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
