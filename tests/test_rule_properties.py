@@ -479,6 +479,7 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
     # the batches above ran first (file order): the generator must have reached each case
     if STATS["fleets"] < FLEETS:
         pytest.skip("run with the whole module")
+    print(f"random fleets: {dict(sorted(STATS.items()))}")  # seen with pytest -s
     assert STATS["fleets"] >= 200
     for key, least in (("mig", 20), ("mps", 20), ("timeslice", 20), ("queue", 20), ("pools_checked", 50),
                        ("pools_with_release", 10), ("scale_to_zero", 20), ("ray:job_cleanup", 10),
