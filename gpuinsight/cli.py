@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuinsight.config import Config, PrometheusConfig
-from gpuinsight.errors import BadInput, GpuInsightError
+from gpuinsight.errors import BadInput, GpuInsightError, RuntimeFailure
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -215,11 +215,14 @@ def collect() -> None:
 @click.option("--concurrency", default=4, show_default=True, help="Concurrent range queries.")
 @click.option("--match", "matches", multiple=True,
               help="Label matcher K=V added to every query (e.g. cluster=prod-a on a multi-cluster Thanos).")
+@click.option("--allow-partial", is_flag=True,
+              help="Load chunks the server answered only partially (Thanos/Mimir warnings) instead of leaving "
+                   "them for a later run (exit 1).")
 @handle_errors
 def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | None, until: str | None, step: str,
                        raw: bool, bearer_token_file: Path | None, basic_auth_user: str | None,
                        ca_file: str | None, insecure: bool, headers: tuple[str, ...], concurrency: int,
-                       matches: tuple[str, ...]) -> None:
+                       matches: tuple[str, ...], allow_partial: bool) -> None:
     """Pull dcgm-exporter and kube-state-metrics history (idempotent, incremental)."""
     import os
 
@@ -234,7 +237,8 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
     except ValueError as exc:
         raise BadInput(f"--step {step!r}: use a duration like 60s, 5m, 1h") from exc
     prom = PrometheusConfig(url=url, bearer_token=token, basic_auth=basic, ca_file=ca_file,
-                            insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency, matchers=matchers)
+                            insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency, matchers=matchers,
+                            allow_partial=allow_partial)
     with open_gi(db, create=True, cluster=cluster, prometheus=prom) as gi:
         start = parse_time(since)
         end = parse_time(until, default=datetime.now(UTC).replace(tzinfo=None))
@@ -242,6 +246,8 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
         click.echo(report.summary())
         for note in report.notes:
             click.echo(f"note: {note}")
+        if report.incomplete:
+            raise RuntimeFailure(report.incomplete)
 
 
 @collect.command("kubernetes")

@@ -24,10 +24,14 @@ class PrometheusConfig:
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 60.0
     retries: int = 3
+    backoff_s: float = 0.25                  # first retry after ~2x this, doubling, capped at 8 s
     concurrency: int = 4
     max_points_per_series: int = 11_000      # Prometheus rejects more per range query
     # extra label matchers on every query, e.g. {"cluster": "prod-a"} on a multi-cluster Thanos
     matchers: dict[str, str] = field(default_factory=dict)
+    # load chunks the server answered only partially (Thanos/Mimir warnings) instead of
+    # leaving them out for a later run to re-read
+    allow_partial: bool = False
 
     def redacted(self) -> dict[str, Any]:
         """What may appear in logs and the warehouse: no credentials, no header values."""

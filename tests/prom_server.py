@@ -4,8 +4,9 @@
 * :func:`backfill` runs ``promtool tsdb create-blocks-from openmetrics``.
 * :func:`prometheus_server` starts ``prometheus`` on a free loopback port over that TSDB and
   yields its URL; it is killed at exit.
-* :class:`FaultProxy` sits in front of a server on loopback and injects 5xx, stalls, wrong
-  content types or broken JSON.
+* :class:`FaultProxy` sits in front of a server on loopback and injects 5xx, connection
+  resets, stalls, truncated bodies, broken JSON, partial-response warnings or wrong content
+  types.
 
 These never skip: without promtool/prometheus the test fails and says how to install them.
 """
@@ -14,14 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,10 +85,13 @@ def write_openmetrics(series: Iterable[Series], path: Path) -> Path:
     return path
 
 
-def backfill(om_path: Path, tsdb_dir: Path, *, timeout_s: float = 300) -> Path:
+def backfill(om_path: Path, tsdb_dir: Path, *, timeout_s: float = 300, max_block_duration: str | None = None) -> Path:
+    """``max_block_duration`` (e.g. ``72h``): promtool reads the whole file once per block
+    window (2 h by default), so a week of a large fleet is far faster in longer blocks."""
     promtool, _ = require_tools()
     tsdb_dir.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(om_path), str(tsdb_dir)],
+    blocks = [f"--max-block-duration={max_block_duration}"] if max_block_duration else []
+    res = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", *blocks, str(om_path), str(tsdb_dir)],
                          capture_output=True, text=True, timeout=timeout_s)
     if res.returncode != 0:
         raise RuntimeError(f"promtool backfill failed: {res.stderr.strip()[-2000:]}")
@@ -100,6 +107,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def prometheus_server(tsdb_dir: Path, *, lookback: str = "5m", timeout_s: float = 60.0) -> Iterator[str]:
     """Serve ``tsdb_dir`` with a real Prometheus on 127.0.0.1; yields the base URL."""
+    with prometheus_process(tsdb_dir, lookback=lookback, timeout_s=timeout_s) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def prometheus_process(tsdb_dir: Path, *, lookback: str = "5m",
+                       timeout_s: float = 60.0) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`prometheus_server`, also yielding the process (the benchmarks read its CPU time)."""
     _, prom = require_tools()
     config = tsdb_dir.parent / f"{tsdb_dir.name}-prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n", encoding="utf-8")
@@ -117,7 +132,7 @@ def prometheus_server(tsdb_dir: Path, *, lookback: str = "5m", timeout_s: float 
             )
         try:
             if _wait_ready(url, proc, timeout_s):
-                yield url
+                yield url, proc
                 return
         finally:
             proc.terminate()
@@ -144,12 +159,28 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> bo
     return False
 
 
+FAULTS = ("5xx", "reset", "stall", "truncate", "badjson", "partial")
+
+
 class FaultProxy:
     """A loopback HTTP proxy in front of ``upstream`` that misbehaves on request.
 
     Set the attributes between requests: ``fail_next`` (answer that many requests with
     ``fail_status``), ``stall_s`` (sleep before answering), ``delay_s`` (slow every
     request down), ``content_type`` / ``body`` (replace the answer's).
+
+    ``schedule(path)`` (optional) picks a fault for one request, one of :data:`FAULTS`:
+
+    * ``5xx``: ``fail_status`` with a Prometheus-style JSON error body;
+    * ``reset``: the connection is reset (RST) before any answer;
+    * ``stall``: nothing for ``stall_fault_s`` seconds (beyond the client's timeout), then
+      the real answer, by which time the client has given up;
+    * ``truncate``: the real status and ``Content-Length``, half the body, then the
+      connection closes (the client sees ``IncompleteRead``);
+    * ``badjson``: 200 with a short invalid JSON body (a correct ``Content-Length``);
+    * ``partial``: the real answer with Thanos/Mimir-style ``"warnings"`` added.
+
+    ``injected`` counts the faults dealt, by kind.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -161,7 +192,11 @@ class FaultProxy:
         self.content_type: str | None = None
         self.body: bytes | None = None
         self.only_path: str | None = None  # faults apply only to requests under this path
+        self.schedule: Callable[[str], str | None] | None = None
+        self.stall_fault_s = 2.0
+        self.warning = "partial response: store gateway 10.0.3.7:10901 unavailable"
         self.requests: list[str] = []
+        self.injected: Counter[str] = Counter()
         self._lock = threading.Lock()
         proxy = self
 
@@ -188,12 +223,25 @@ class FaultProxy:
             fail = faulty and self.fail_next > 0
             if fail:
                 self.fail_next -= 1
+            kind = self.schedule(h.path) if faulty and self.schedule is not None else None
+            if kind:
+                self.injected[kind] += 1
+        if fail:
+            kind = "5xx"
         if self.stall_s and faulty:
             time.sleep(self.stall_s)
+        if kind == "stall":
+            time.sleep(self.stall_fault_s)
         if self.delay_s:
             time.sleep(self.delay_s)
-        if fail:
-            self._send(h, self.fail_status, "text/plain", b"upstream unavailable\n")
+        if kind == "5xx":
+            self._send(h, self.fail_status, "application/json",
+                       b'{"status":"error","errorType":"unavailable","error":"upstream unavailable"}')
+            return
+        if kind == "reset":
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.close_connection = True
+            h.connection.close()
             return
         length = int(h.headers.get("Content-Length") or 0)
         data = h.rfile.read(length) if length else None
@@ -206,20 +254,33 @@ class FaultProxy:
                 status, ctype, body = r.status, r.headers.get("Content-Type", ""), r.read()
         except urllib.error.HTTPError as e:
             status, ctype, body = e.code, e.headers.get("Content-Type", ""), e.read()
-        if faulty:
+        if faulty and kind is None:
             ctype = self.content_type or ctype
             body = self.body if self.body is not None else body
+        if kind == "truncate":
+            self._send(h, status, ctype, body, cut=max(1, len(body) // 2))
+            return
+        if kind == "badjson":
+            body = body[:max(1, min(len(body) - 1, 40))]
+        if kind == "partial" and body.rstrip().endswith(b"}"):
+            extra = b',"warnings":[' + json.dumps(self.warning).encode() + b"]}"
+            body = body.rstrip()[:-1] + extra
         self._send(h, status, ctype, body)
 
     @staticmethod
-    def _send(h: http.server.BaseHTTPRequestHandler, status: int, ctype: str, body: bytes) -> None:
+    def _send(h: http.server.BaseHTTPRequestHandler, status: int, ctype: str, body: bytes,
+              cut: int | None = None) -> None:
         try:
             h.send_response(status)
             h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(body)))
             h.end_headers()
-            h.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
+            h.wfile.write(body if cut is None else body[:cut])
+            if cut is not None:
+                h.wfile.flush()
+                h.close_connection = True
+                h.connection.shutdown(socket.SHUT_RDWR)
+        except (BrokenPipeError, ConnectionResetError, OSError):
             pass
 
     def close(self) -> None:

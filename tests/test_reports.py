@@ -299,6 +299,13 @@ def test_fragmentation_and_queue_usage() -> None:
     rows = [r for d in frag.to_dict()["datasets"].values() for r in d]
     assert {r["node_pool"] for r in rows} == {"p1", "(no pool)"}
     assert sum(r["free_gpus"] for r in rows if r["kind"] == "on empty nodes") == 24
+    # a pool without a free GPU all window gets no empty panel: the subtitle names it
+    full = pl.DataFrame({"hour": hours(2), "node_pool": ["busy", "busy"], "free_gpus_partial_nodes": [0, 0],
+                         "free_gpus_empty_nodes": [0, 0], "partial_nodes": [0, 0], "empty_nodes": [0, 0]})
+    spec = charts.fragmentation(pl.concat([FRAG, full], how="vertical_relaxed")).to_dict()
+    assert {r["node_pool"] for d in spec["datasets"].values() for r in d} == {"p1", "(no pool)"}
+    assert "Not drawn, no free GPU all window: busy." in spec["title"]["subtitle"]
+    assert "no free GPUs" in str(charts.fragmentation(full).to_dict())
     q = charts.queue_usage(QUEUES)
     rows = [r for d in q.to_dict()["datasets"].values() for r in d]
     assert not any(r["measure"] == "capability" for r in rows)  # None and 1e9 both mean unlimited

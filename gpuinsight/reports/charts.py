@@ -326,6 +326,13 @@ def fragmentation(df: pl.DataFrame, *, top_pools: int = 6, max_bins: int = 120) 
         return placeholder(title, "no node allocation history in the data")
     counts = ["free_gpus_partial_nodes", "free_gpus_empty_nodes", "partial_nodes", "empty_nodes"]
     df = label_groups(df.drop_nulls("hour"), "node_pool", "(no pool)").with_columns(pl.col(counts).cast(pl.Float64))
+    # a pool with no free GPU in the whole window would be an empty panel: named in the subtitle instead
+    free = df.group_by("node_pool").agg((pl.col("free_gpus_partial_nodes").fill_null(0)
+                                         + pl.col("free_gpus_empty_nodes").fill_null(0)).sum().alias("free"))
+    full = sorted(free.filter(pl.col("free") <= 0).get_column("node_pool").to_list())
+    df = df.filter(~pl.col("node_pool").is_in(full))
+    if df.is_empty():
+        return placeholder(title, "no free GPUs in any node pool in the window")
     shown = top_groups(df, "node_pool", "free_gpus_partial_nodes", top_pools, keep=["(no pool)"])
     start, end = time_span(df, "hour")
     hours = bin_hours(start, end, max_bins)
@@ -363,7 +370,8 @@ def fragmentation(df: pl.DataFrame, *, top_pools: int = 6, max_bins: int = 120) 
         .facet(row=alt.Row("node_pool:N", sort=shown, title=None,
                            header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")))
         .properties(title=heading(title, "Free GPUs on partly-used nodes cannot be scaled down and often cannot "
-                                 "host multi-GPU pods; binpacking turns them into empty nodes."))
+                                 "host multi-GPU pods; binpacking turns them into empty nodes.",
+                                 f"Not drawn, no free GPU all window: {', '.join(full)}." if full else ""))
     )
 
 

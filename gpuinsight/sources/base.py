@@ -35,6 +35,8 @@ class LoadReport:
     rows: dict[str, int] = field(default_factory=dict)
     window: tuple[datetime, datetime] | None = None
     notes: list[str] = field(default_factory=list)
+    # why the load is not known complete (e.g. a partial answer, cursor held back); None = complete
+    incomplete: str | None = None
 
     def add(self, table: str, n: int) -> None:
         self.rows[table] = self.rows.get(table, 0) + n

@@ -13,6 +13,10 @@ Plan of one collection (details in docs/collectors.md):
 4. Fetch chunks concurrently, load them strictly in time order: one transaction per chunk
    holds its samples, inventory, pods, nodes, hourly rollup and the advanced cursor. A run
    killed at any point leaves whole chunks and a cursor that matches them.
+5. A chunk with a partial answer (a store that did not answer: ``warnings``/``isPartial``)
+   is not loaded and holds the cursor where it is, so the next incremental run re-reads
+   it; the run goes on, reports the chunks it left out and ends ``incomplete`` (the CLI
+   exits 1). ``PrometheusConfig.allow_partial`` loads such chunks, with a note, instead.
 """
 
 from __future__ import annotations
@@ -23,23 +27,43 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import polars as pl
 
 from gpuinsight.config import Config
-from gpuinsight.errors import BadInput
+from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.dcgm import BY_SPELLING
+from gpuinsight.sources.gpu_nodes import NodeDirectory
 from gpuinsight.sources.prom import promql
-from gpuinsight.sources.prom.client import PromClient
-from gpuinsight.sources.prom.frames import concat_series, epoch_s, from_epoch_s, to_naive_utc
+from gpuinsight.sources.prom.client import PromClient, partial_warnings
+from gpuinsight.sources.prom.columnar import dcgm_rows, is_dcgm
+from gpuinsight.sources.prom.frames import (
+    Matrix,
+    concat_series,
+    empty_series,
+    epoch_s,
+    from_epoch_s,
+    to_naive_utc,
+)
 from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.prom.refine import Refiner
-from gpuinsight.sources.prom.store import get_state, set_state
-from gpuinsight.sources.series import SeriesBatch, load_series
+from gpuinsight.sources.prom.refine import Refiner, spot
+from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state, set_state
+from gpuinsight.sources.series import (
+    SeriesBatch,
+    TransformStats,
+    gpu_facts,
+    ksm_rows,
+    load_series,
+    server_dropped,
+)
 from gpuinsight.warehouse.db import Warehouse
 
 SOURCE = "prometheus"
+# An answer, and what can be made of it alone: the series frame of a kube-state-metrics answer;
+# the label frame of a DCGM one (a row per series) and its points to read again (refine.spot).
+Made = tuple[Matrix, pl.DataFrame, np.ndarray | None]
 CONTRACTS = (
     LoadContract("gpu_samples", ("cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"), cursor="ts",
                  lag=timedelta(minutes=10), description="dcgm-exporter, per-step avg/max"),
@@ -51,6 +75,9 @@ DEFAULT_LOOKBACK = timedelta(days=7)
 MIN_STEPS_PER_CHUNK = 12
 EPS_S = 0.001
 MAX_SHARDS = 16
+# DuckDB's memory while chunks stream in (docs/performance.md): its block cache would
+# otherwise grow with the table being appended to.
+DUCKDB_MEMORY = "256MB"
 
 
 class PrometheusSource:
@@ -59,7 +86,8 @@ class PrometheusSource:
     ``matchers`` are extra label equality matchers put on every selector (e.g. the
     ``cluster`` external label of a Thanos/Mimir holding several clusters); they are quoted,
     never pasted. ``points_per_batch`` / ``points_per_query`` bound memory per transaction
-    and per HTTP answer.
+    and per HTTP answer (the collector's peak memory follows ``points_per_batch``, not the
+    fleet: docs/performance.md).
     """
 
     def __init__(
@@ -67,7 +95,7 @@ class PrometheusSource:
         cfg: Config,
         *,
         matchers: dict[str, str] | None = None,
-        points_per_batch: int = 1_500_000,
+        points_per_batch: int = 750_000,
         points_per_query: int = 1_000_000,
         lag: timedelta = CONTRACTS[0].lag,
         on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
@@ -80,12 +108,19 @@ class PrometheusSource:
         self.points_per_query = points_per_query
         self.lag = lag
         self.on_commit = on_commit
-        self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2))
+        self.client = PromClient(self.pcfg, pool_size=max(self.pcfg.concurrency, 2),
+                                 allow_partial=self.pcfg.allow_partial)
         # the cursor is per shard: clusters collected from one Thanos/Mimir with --match each
         # resume from their own point
         self.scope = self.client.where + (promql.selector(None, self.matchers) if self.matchers else "")
         self.generation_notes: list[str] = []
         self.refiner: Refiner | None = None
+        self.refused: list[str] = []  # windows of chunks left out for a partial answer
+        self.plan_notes: list[str] = []
+        # one collection's counts and node evidence, shared with load_series
+        self.stats = TransformStats()
+        self.directory = NodeDirectory()
+        self.facts: dict[str, tuple[str, int]] = {}
 
     # -- the window ------------------------------------------------------------------------
     def resolve_window(
@@ -123,8 +158,10 @@ class PrometheusSource:
     # -- planning --------------------------------------------------------------------------
     def plan(self, t0: int, t1: int, step: int, raw: bool) -> list[list[Query]]:
         """Queries per chunk, in time order."""
-        names = self.client.metric_names(list(BY_SPELLING), t0 - step, t1, self.matchers)
+        names, warnings = self.client.metric_names(list(BY_SPELLING), t0 - step, t1, self.matchers)
+        self._planning_answer("which DCGM fields exist", warnings)
         generations = probe_generations(self.client, names, t0 - step, t1, step, self.matchers)
+        self._planning_answer("which exporter generations are scraped", generations.warnings)
         self.generation_notes = generations.notes()
         n_series, lowercase_uuid = self._count_gpu_series(names, t0 - step, t1)
         want_max = {n: BY_SPELLING[n].max_column is not None for n in names}
@@ -164,9 +201,20 @@ class PrometheusSource:
         if not probe:
             return 0, False
         match = promql.selector(None, [("__name__", "=~", "|".join(probe)), *self.matchers])
-        series = self.client.series(match, start, end)
+        series, warnings = self.client.series(match, start, end)
+        self._planning_answer("how many GPU series there are", warnings)
         lowercase = any("uuid" in s and "UUID" not in s for s in series)
         return len(series), lowercase
+
+    def _planning_answer(self, what: str, warnings: list[str]) -> None:
+        """A partial answer while planning would leave whole fields or shards out: stop."""
+        partial = partial_warnings(warnings)
+        if not partial:
+            return
+        if not self.pcfg.allow_partial:
+            raise RuntimeFailure(f"{self.scope}: partial answer to {what} ({_brief(partial)}); nothing loaded: "
+                                 "re-run when the server is whole, or pass --allow-partial")
+        self.plan_notes.append(f"accepted a partial answer to {what} (--allow-partial): {_brief(partial)}")
 
     # -- the run ---------------------------------------------------------------------------
     def collect(
@@ -180,20 +228,31 @@ class PrometheusSource:
             report = LoadReport(source=SOURCE, window=window)
             report.notes.append("window shorter than one step: nothing to collect")
             return report
+        self.refused, self.plan_notes = [], []
         chunks = self.plan(t0, t1, step, raw)
-        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where}, "plan": self.last_plan}
-        batches = self._batches(chunks, step)
-        if self.refiner is not None:  # steps showing a reading that is not a measurement: read again, filtered
-            batches = self.refiner.refine_all(batches)
-        report = load_series(wh, self.cfg, batches, source=SOURCE, scope=self.scope,
-                             window=window, details=details, on_commit=self.on_commit)
+        details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where},
+                   "plan": self.last_plan}
+        self.stats, self.directory, self.facts = TransformStats(), NodeDirectory(), gpu_facts(wh)
+        with duckdb_memory_capped(wh, DUCKDB_MEMORY):
+            report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
+                                 window=window, details=details, on_commit=self.on_commit, stats=self.stats,
+                                 directory=self.directory)
+        report.notes[:0] = self.plan_notes
         report.notes.extend(self.generation_notes)
         if self.refiner is not None and self.refiner.refined_steps:
             report.notes.append(f"{self.refiner.refined_steps:,} GPU-steps showed a reading that is not a measurement "
                                 "and were read again with the filter")
+        if self.refused:
+            state = get_state(wh, SOURCE, self.scope) or {}
+            cursor = state.get("cursor")
+            report.incomplete = (
+                f"{self.scope}: partial answers for {len(self.refused)} of {len(chunks)} chunks (first "
+                f"{self.refused[0]}) were not loaded; the cursor stays at "
+                f"{cursor.isoformat() if cursor else 'the window start'} so the next run re-reads them "
+                "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
-        if not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
+        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
             where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
             set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
             raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "
@@ -203,10 +262,17 @@ class PrometheusSource:
         return report
 
     def _batches(self, chunks: list[list[Query]], step: int) -> Iterator[SeriesBatch]:
-        """Fetch ahead concurrently; yield chunks strictly in time order."""
-        pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency), thread_name_prefix="prom")
-        pending: deque[tuple[list[Query], list[Future[pl.DataFrame]]]] = deque()
+        """Fetch ahead concurrently; yield chunks strictly in time order.
+
+        kube-state-metrics answers are asked first and made into pods and nodes (another
+        thread) while the DCGM answers of the chunk are still on the wire.
+        """
+        # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
+        pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
+        ksm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-ksm")
+        pending: deque[tuple[Query, list[Query], list[Future[Made]]]] = deque()
         todo = iter(chunks)
+        held = False
         try:
             while True:
                 # Two chunks in flight keep the server busy while one loads, with bounded memory.
@@ -214,17 +280,80 @@ class PrometheusSource:
                     qs = next(todo, None)
                     if qs is None:
                         break
-                    pending.append((qs, [pool.submit(self.client.query_range, q) for q in qs]))
+                    span = qs[0]  # the chunk's grid: a DCGM query, else a per-step KSM one (plan's order)
+                    qs = [q for q in qs if not is_dcgm(q)] + [q for q in qs if is_dcgm(q)]
+                    pending.append((span, qs, [pool.submit(self._fetch, q) for q in qs]))
                 if not pending:
                     return
-                qs, futures = pending.popleft()
-                frames = [f.result() for f in futures]
-                start, end = round(qs[0].start), round(qs[0].end)
-                yield SeriesBatch(concat_series(frames), step, start=from_epoch_s(start - step),
-                                  end=from_epoch_s(end))
+                span, qs, futures = pending.popleft()
+                # pods and nodes while the DCGM answers arrive (not earlier: one chunk's
+                # transforms at a time bounds the memory)
+                ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
+                answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
+                del futures  # the answers live only until they are rows (not while those load)
+                ksm_rows_made = ksm.result()  # before the DCGM rows: one transform at a time
+                del ksm
+                start, end = from_epoch_s(round(span.start) - step), from_epoch_s(round(span.end))
+                batch = self._batch(answers, step, start, end)
+                if batch.advance_cursor:  # a batch left out has nothing to load
+                    batch.series, batch.pods, batch.nodes = ksm_rows_made
+                del ksm_rows_made
+                held = held or not batch.advance_cursor
+                batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
+                yield batch
         finally:
-            for _, futures in pending:
+            for _, _, futures in pending:
                 for f in futures:
                     f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+            ksm_pool.shutdown(wait=True, cancel_futures=True)
 
+    def _ksm(self, answers: list[Future[Made]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The chunk's kube-state-metrics series frame, and its pods and nodes rows; the nodes and
+        pod placements it names join the evidence for placing the chunk's GPUs."""
+        series = concat_series([f.result()[1] for f in answers])
+        self.directory.add_series(series)
+        return (series, *ksm_rows(series, self.cfg.cluster, SOURCE, self.stats, self.facts))
+
+    def _fetch(self, q: Query) -> Made:
+        """One answer and what can be made of it alone (:data:`Made`), in the fetch workers while
+        others are on the wire. A DCGM answer keeps its label sets: the refiner reads them, and
+        its rows wait for the chunk's nodes (:func:`dcgm_rows`)."""
+        m = self.client.query_range(q)
+        if is_dcgm(q):
+            return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
+        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep), None
+
+    def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame, np.ndarray | None]], step: int,
+               start: datetime, end: datetime) -> SeriesBatch:
+        window = f"{start.isoformat()}..{end.isoformat()}"
+        dcgm = [(q, m) for q, m, _, _ in answers if is_dcgm(q)]
+        labels: list[pl.DataFrame | None] = [lf for q, _, lf, _ in answers if is_dcgm(q)]
+        spots = [s if s is not None else np.zeros(0, dtype=np.int64) for q, _, _, s in answers if is_dcgm(q)]
+        warnings = [w for _, m, _, _ in answers for w in m.warnings]
+        answers.clear()
+        dropped: list[pl.DataFrame] = []
+        if self.refiner is not None and (self.pcfg.allow_partial or not partial_warnings(warnings)):
+            # steps showing a reading that is not a measurement: read again, filtered
+            refined, dropped = self.refiner.refine(dcgm, spots)
+            warnings += [w for _, m in refined[len(dcgm):] for w in m.warnings]
+            labels += [None] * (len(refined) - len(dcgm))  # the re-read answers: same label sets, own rows
+            dcgm = refined
+        partial = partial_warnings(warnings)
+        if partial and not self.pcfg.allow_partial:
+            self.refused.append(window)
+            return SeriesBatch(empty_series(), step, start=start, end=end, advance_cursor=False,
+                               notes=[f"partial answer for {window}, not loaded: {_brief(partial)}"])
+        notes = [f"accepted a partial answer for {window} (--allow-partial): {_brief(partial)}"] if partial else []
+        for frame in dropped:
+            server_dropped(frame, self.stats)
+        samples = dcgm_rows(dcgm, self.cfg.cluster, step, self.stats, self.directory, self.cfg.node_labels, labels)
+        del dcgm, labels
+        return SeriesBatch(empty_series(), step, start=start, end=end, notes=notes, samples=samples)
+
+
+def _brief(warnings: list[str]) -> str:
+    """Distinct warnings on one line, each cut to a readable length."""
+    distinct = list(dict.fromkeys(" ".join(w.split())[:160] for w in warnings))
+    more = f" (+{len(distinct) - 3} more)" if len(distinct) > 3 else ""
+    return "; ".join(distinct[:3]) + more

@@ -70,8 +70,8 @@ DCGM_METRICS: dict[str, str] = {f.name: f.column for f in FIELDS}
 # The fields whose per-step max the rules need (peak activity, peak memory).
 MAX_METRICS = tuple(f.name for f in FIELDS if f.max_column)
 _METRIC_TO_COLUMN = column_map()
-_MAX_COLUMNS = frozenset(f.max_column for f in FIELDS if f.max_column)
-_MIN_COLUMNS = frozenset(f.min_column for f in FIELDS if f.min_column)
+MAX_COLUMNS = frozenset(f.max_column for f in FIELDS if f.max_column)
+MIN_COLUMNS = frozenset(f.min_column for f in FIELDS if f.min_column)
 _VALUE_COLUMNS = ("gr_active", "gr_active_max", "sm_active", "sm_active_max", "gpu_util",
                   "fb_used_mib", "fb_used_max_mib", "fb_free_mib", "power_w",
                   # migration 013: the input-starved and checkpoint signals
@@ -88,6 +88,14 @@ SAMPLE_COLUMNS: dict[str, pl.DataType] = {
 # dcgm_samples() also returns what the exporter said about the node of a GPU it could not place
 # (not a gpu_samples column; it goes to gpus.node_hint).
 HINT = "node_hint"
+# Row attributes taken from the last series (in input order) that has them.
+LAST_NON_NULL = ("node", HINT, "gpu_index", "model_name", "mig_profile")
+_IDENTITY_TYPES: dict[str, pl.DataType] = {
+    "gpu_uuid": pl.Utf8(), "mig_instance": pl.Int32(), "namespace": pl.Utf8(), "pod": pl.Utf8(),
+    "container": pl.Utf8(), "node": pl.Utf8(), HINT: pl.Utf8(), "gpu_index": pl.Int32(), "model_name": pl.Utf8(),
+    "mig_profile": pl.Utf8(),
+}
+IDENTITY_COLUMNS = tuple(_IDENTITY_TYPES)
 # With honor_labels off and an idle GPU there is no exported_pod, and the plain pod label is
 # the target's own pod: the exporter. That GPU is unallocated, not "used by dcgm-exporter".
 _EXPORTER_POD = r"^(nvidia-)?dcgm-exporter"
@@ -153,19 +161,37 @@ def dcgm_samples(
     dropped and counted in ``stats``; ``nodes`` is the evidence for node resolution (default:
     the kube-state-metrics series in ``series`` itself)."""
     stats = stats if stats is not None else TransformStats()
+    s = dcgm_identified(series, stats, nodes if nodes is not None else NodeDirectory.from_series(series), node_labels)
+    s = _drop_non_readings(s, stats)
+    # Several pods on one GPU (time-slicing/MPS) give one series each per GPU and step: each
+    # keeps its row (the GPU's figures, attributed to every pod sharing it).
+    key = ["gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
+    aggs = [pl.col("container").sort_by("container").last()]
+    aggs += [pl.col(c).drop_nulls().last() for c in LAST_NON_NULL]
+    for c in _VALUE_COLUMNS:
+        vals = pl.col("value").filter(pl.col("_col") == c)
+        aggs.append(getattr(vals, reduction(c))().alias(c))
+    return finish_samples(s.group_by(key).agg(aggs), cluster, step_s, stats)
+
+
+def dcgm_identified(series: pl.DataFrame, stats: TransformStats, nodes: NodeDirectory,
+                    node_labels: tuple[str, ...] = DEFAULT_NODE_LABELS) -> pl.DataFrame:
+    """The mapped DCGM rows of ``series`` with their identity (:data:`IDENTITY_COLUMNS`) and
+    ``_col`` (the ``gpu_samples`` column they feed), in input order; series without a usable
+    GPU identity are dropped and counted. The columnar Prometheus path calls it with one row
+    per series (``prom/columnar.py``)."""
     names = series.get_column("metric").unique().to_list() if series.height else []
     stats.dcgm_like |= {base_name(n) for n in names if is_dcgm_like(n) and DROPPED_SUFFIX not in n}
     col = pl.col("metric").replace_strict(_METRIC_TO_COLUMN, default=None, return_dtype=pl.Utf8)
     s = series.with_columns(col.alias("_col")).filter(pl.col("_col").is_not_null())
     stats.mapped |= {base_name(n) for n in names if n in _METRIC_TO_COLUMN}
     _count_series(series, s, stats)
-    empty = pl.DataFrame(schema={**SAMPLE_COLUMNS, HINT: pl.Utf8()})
+    if s.height:
+        s = _drop_unidentified(s, stats)
     if s.height == 0:
-        return empty
-    s = _drop_unidentified(s, stats)
-    if s.height == 0:
-        return empty
-    placed = resolve_nodes(s, nodes if nodes is not None else NodeDirectory.from_series(series), node_labels)
+        return s.select("ts", "value", "metric", "_col").with_columns(
+            [pl.lit(None, dtype=t).alias(c) for c, t in _IDENTITY_TYPES.items()])
+    placed = resolve_nodes(s, nodes, node_labels)
     plain_pod = lab(s, "pod")
     via_plain = first_label(s, "exported_pod", "pod_name").is_null() & plain_pod.is_not_null()
     exporter = via_plain & plain_pod.str.contains(_EXPORTER_POD)
@@ -174,7 +200,7 @@ def dcgm_samples(
         value = first_label(s, exported, old, plain)
         return pl.when(exporter).then(pl.lit("")).otherwise(value.fill_null(""))
 
-    s = s.with_columns(
+    return s.with_columns(
         first_label(s, "UUID", "uuid").alias("gpu_uuid"),
         placed["node"].alias("node"), placed["node_hint"].alias(HINT),
         attributed("exported_pod", "pod_name", "pod").alias("pod"),
@@ -185,16 +211,21 @@ def dcgm_samples(
         lab(s, "GPU_I_PROFILE").fill_null("").alias("mig_profile"),
         lab(s, "modelName").alias("model_name"),
     )
-    s = _drop_non_readings(s, stats)
-    # Several pods on one GPU (time-slicing/MPS) give one series each per GPU and step: each
-    # keeps its row (the GPU's figures, attributed to every pod sharing it).
-    key = ["gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
-    aggs = [pl.col("container").sort_by("container").last()]
-    aggs += [pl.col(c).drop_nulls().last() for c in ("node", HINT, "gpu_index", "model_name", "mig_profile")]
-    for c in _VALUE_COLUMNS:
-        vals = pl.col("value").filter(pl.col("_col") == c)
-        aggs.append((vals.max() if c in _MAX_COLUMNS else vals.min() if c in _MIN_COLUMNS else vals.mean()).alias(c))
-    out = s.group_by(key).agg(aggs)
+
+
+def sample_column(metric: str) -> str | None:
+    """The ``gpu_samples`` column a series frame's ``metric`` feeds (None: not a DCGM field)."""
+    return _METRIC_TO_COLUMN.get(metric)
+
+
+def reduction(column: str) -> str:
+    """How the readings of one key and step make a ``gpu_samples`` column: max, min or mean."""
+    return "max" if column in MAX_COLUMNS else "min" if column in MIN_COLUMNS else "mean"
+
+
+def finish_samples(out: pl.DataFrame, cluster: str, step_s: int, stats: TransformStats) -> pl.DataFrame:
+    """Per-key reduced fields -> ``gpu_samples`` rows plus :data:`HINT` (fallbacks, constants,
+    column order); GPUs placed on a node or not are recorded in ``stats``."""
     gr = pl.coalesce(pl.col("gr_active"), pl.col("gpu_util") / 100.0)
     out = out.with_columns(gr.alias("gr_active")).with_columns(
         pl.coalesce("gr_active_max", "gr_active").alias("gr_active_max"),
@@ -248,6 +279,15 @@ def _drop_unidentified(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
 
 def _drop_non_readings(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
     """Drop NaN/Inf, DCGM blank sentinels and readings outside the field's physical range."""
+    lo, hi = reading_bounds(s)
+    s = s.with_columns(reading_class(pl.col("value"), lo, hi).alias("_why"))
+    count_dropped(s.filter(pl.col("_why").is_not_null()), stats)
+    return s.filter(pl.col("_why").is_null()).drop("_why")
+
+
+def reading_bounds(s: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """The valid range of each row's reading: the field's (``_col``), memory and power capped
+    by the GPU model's (``model_name``, as dcgm-exporter spells it)."""
     models = {m: canonical_gpu_model(m) for m in s.get_column("model_name").unique().to_list() if m}
     model = pl.col("model_name").replace_strict(models, default=None, return_dtype=pl.Utf8)
     bounds = column_bounds()
@@ -259,15 +299,18 @@ def _drop_non_readings(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
                                   if m}, default=MAX_POWER_W, return_dtype=pl.Float64)
     hi = (pl.when(pl.col("_col").is_in(["fb_used_mib", "fb_used_max_mib", "fb_free_mib"])).then(pl.min_horizontal(hi, mem))
           .when(pl.col("_col") == "power_w").then(pl.min_horizontal(hi, power)).otherwise(hi))
-    s = s.with_columns(reading_class(pl.col("value"), lo, hi).alias("_why"))
-    bad = s.filter(pl.col("_why").is_not_null())
-    if bad.height:
-        canon = {spelling: f.name for spelling, f in BY_SPELLING.items()}
-        counts = bad.group_by(pl.col("metric").str.strip_suffix(MAX_SUFFIX).str.strip_suffix(MIN_SUFFIX), "_why").len()
-        for name, why, n in counts.iter_rows():
-            key = (canon.get(name, name), why)
-            stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
-    return s.filter(pl.col("_why").is_null()).drop("_why")
+    return lo, hi
+
+
+def count_dropped(bad: pl.DataFrame, stats: TransformStats) -> None:
+    """Count dropped readings (``metric``, ``_why``) per field under its canonical name."""
+    if bad.height == 0:
+        return
+    canon = {spelling: f.name for spelling, f in BY_SPELLING.items()}
+    counts = bad.group_by(pl.col("metric").str.strip_suffix(MAX_SUFFIX).str.strip_suffix(MIN_SUFFIX), "_why").len()
+    for name, why, n in counts.iter_rows():
+        key = (canon.get(name, name), why)
+        stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
 
 
 def server_dropped(series: pl.DataFrame, stats: TransformStats) -> None:
@@ -342,6 +385,26 @@ class SeriesBatch:
     start: datetime | None = None
     end: datetime | None = None
     notes: list[str] = field(default_factory=list)
+    # gpu_samples rows (with HINT) built by the caller (the Prometheus path decodes DCGM answers
+    # straight into rows); ``series`` then holds only what the other tables need
+    samples: pl.DataFrame | None = None
+    pods: pl.DataFrame | None = None  # likewise ksm_rows(series), if the caller made them
+    nodes: pl.DataFrame | None = None
+    # False: the batch is not known complete (a partial answer), so the cursor stays put
+    advance_cursor: bool = True
+
+
+def ksm_rows(series: pl.DataFrame, cluster: str, source: str, stats: TransformStats,
+             facts: dict[str, tuple[str, int]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``pods`` and ``nodes`` rows from a batch's kube-state-metrics series (``facts``: the price
+    catalog's GPU facts, :func:`gpu_facts`); node models still to fill from the GPUs."""
+    return (ksm_pods(series, cluster, source=source.split(":")[0], notes=stats.ksm_notes),
+            ksm_nodes(series, cluster, notes=stats.ksm_notes, facts=facts))
+
+
+def gpu_facts(wh: Warehouse) -> dict[str, tuple[str, int]]:
+    with wh._lock:
+        return catalog_gpu_facts(wh.con)
 
 
 def load_series(
@@ -356,8 +419,14 @@ def load_series(
     details: dict[str, object] | None = None,
     on_commit: Callable[[SeriesBatch, dict[str, int]], None] | None = None,
     origin: str | None = None,
+    stats: TransformStats | None = None,
+    directory: NodeDirectory | None = None,
 ) -> LoadReport:
     """Transform and load batches; each batch is one transaction (data, rollup and cursor).
+
+    ``stats`` and ``directory``: given by a caller that makes ``gpu_samples`` rows itself
+    (:attr:`SeriesBatch.samples`) with the same counts and node evidence; ``directory`` gets
+    the warehouse's nodes and pods before the first batch is asked for.
 
     A crash between batches leaves every committed batch and its cursor; a crash inside one
     leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits.
@@ -366,16 +435,18 @@ def load_series(
     run_id = uuid.uuid4().hex[:12]
     info = {"window": [t.isoformat() if t else None for t in window] if window else None, **(details or {})}
     set_state(wh, source, scope, status="running", details=info, run_id=run_id)
-    stats = TransformStats(origin=origin)
+    stats = stats if stats is not None else TransformStats(origin=origin)
     # what the warehouse knows of nodes and pod placements, read once; each batch adds its own
-    directory = NodeDirectory()
+    directory = directory if directory is not None else NodeDirectory()
     with wh._lock:
         directory.extend_from_warehouse(wh.con, cfg.cluster)
     total = 0
+    held = False
     try:
         for item in series_batches:
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
+            held = held or not batch.advance_cursor
             rows = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
                              rows_before=total, directory=directory)
             for table, n in rows.items():
@@ -389,7 +460,8 @@ def load_series(
     report.notes.extend(stats.notes())
     info["dropped_readings"] = stats.dropped.total()
     info["unmatched_gpus"] = len(stats.unmatched)
-    set_state(wh, source, scope, status="complete", details=info, rows_loaded=total)
+    set_state(wh, source, scope, status="partial" if held else "complete",
+              details={**info, "notes": report.notes} if report.notes else info, rows_loaded=total)
     return report
 
 
@@ -399,17 +471,21 @@ def _load_one(
 ) -> dict[str, int]:
     cluster = cfg.cluster
     check_ksm_values(batch.series, source, LINE if LINE in batch.series.columns else None)
-    directory.add_series(batch.series)
-    with wh._lock:
-        facts = catalog_gpu_facts(wh.con)
-    server_dropped(batch.series, stats)
-    samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats, nodes=directory,
-                           node_labels=cfg.node_labels)
+    if batch.samples is None:
+        directory.add_series(batch.series)
+        server_dropped(batch.series, stats)
+        samples = dcgm_samples(batch.series, cluster, batch.step_s, stats=stats, nodes=directory,
+                               node_labels=cfg.node_labels)
+    else:
+        samples = batch.samples
     gpus = gpu_inventory(samples)
     samples = samples.drop(HINT)
-    pods = ksm_pods(batch.series, cluster, source=source.split(":")[0], notes=stats.ksm_notes)
+    if batch.pods is None or batch.nodes is None:
+        pods, nodes = ksm_rows(batch.series, cluster, source, stats, gpu_facts(wh))
+    else:
+        pods, nodes = batch.pods, batch.nodes
+    nodes = fill_node_models(nodes, gpus)
     cpu = pod_cpu_samples(batch.series, cluster, batch.step_s, stats.cpu_dropped)
-    nodes = fill_node_models(ksm_nodes(batch.series, cluster, notes=stats.ksm_notes, facts=facts), gpus)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
@@ -427,7 +503,7 @@ def _load_one(
             merge_spans(wh, con, "clusters", clusters, ["cluster"])
         if samples.height:
             rows["gpu_hourly"] = rebuild_gpu_hourly(con, samples)
-        cursor = batch.end or (ts_all.max() if ts_all.len() else None)
+        cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)
     return rows

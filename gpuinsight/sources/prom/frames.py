@@ -1,15 +1,22 @@
-"""The "series frame" every metrics path produces, and small helpers over it.
+"""The "series frame" every metrics path produces, the columnar range answer, and helpers.
 
 A series frame is long: one row per sample, columns ``metric`` (Utf8), ``ts`` (Datetime(us),
 naive UTC), ``value`` (Float64) and one Utf8 column per label, null where a series lacks it.
 An empty label value counts as absent, as it does in Prometheus (``pod=""`` is no label).
+
+A :class:`Matrix` is one decoded range answer kept columnar: the label sets once per series
+and the points as two flat float columns. Expanding it into a series frame repeats every
+label on every point, so the bulk (DCGM) path never does; the small kube-state-metrics
+answers are expanded with :meth:`Matrix.series_frame`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 BASE_COLUMNS = ("metric", "ts", "value")
@@ -18,6 +25,67 @@ TS = pl.Datetime("us")
 
 def empty_series() -> pl.DataFrame:
     return pl.DataFrame(schema={"metric": pl.Utf8, "ts": TS, "value": pl.Float64})
+
+
+_RESERVED = ("__name__", "metric", "ts", "value")
+
+
+@dataclass
+class Matrix:
+    """A range-query answer: ``labels[i]`` holds for points ``offsets[i]:offsets[i+1]``."""
+
+    labels: list[dict[str, str]]
+    lens: np.ndarray                 # int64, points per series
+    ts: pl.Series                    # Float64, evaluation time (unix seconds) of each point
+    values: pl.Series                # Float64
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> int:
+        return len(self.ts)
+
+    def without_labels(self) -> Matrix:
+        """The same points and warnings, the label sets dropped (kept: how many series)."""
+        return Matrix([{}] * len(self.labels), self.lens, self.ts, self.values, self.warnings)
+
+    def select_points(self, mask: np.ndarray) -> Matrix:
+        """The points where ``mask`` holds (every series kept, perhaps with no point)."""
+        lens = np.bincount(self.series_index()[mask], minlength=len(self.labels)).astype(np.int64)
+        keep = pl.Series(mask)
+        return Matrix(self.labels, lens, self.ts.filter(keep), self.values.filter(keep), self.warnings)
+
+    def series_index(self) -> np.ndarray:
+        """The series (index into ``labels``) of every point."""
+        return np.repeat(np.arange(len(self.labels), dtype=np.uint32), self.lens)
+
+    def label_frame(self, keep: frozenset[str] | None = None) -> pl.DataFrame:
+        """One row per series, one Utf8 column per label (``keep``: only those labels).
+
+        Without any label at all the frame has no columns (and so no rows): check ``width``.
+        """
+        names = [n for n in dict.fromkeys(k for m in self.labels for k in m)
+                 if n not in _RESERVED and (keep is None or n in keep)]
+        return pl.DataFrame({n: [m.get(n) for m in self.labels] for n in names}, schema=dict.fromkeys(names, pl.Utf8))
+
+    def series_frame(self, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None) -> pl.DataFrame:
+        """The long series frame: ``ts`` = evaluation time - ``shift_s``."""
+        if not self.points:
+            return empty_series()
+        frame = pl.DataFrame([
+            pl.Series("metric", [metric], dtype=pl.Utf8).new_from_index(0, self.points),
+            eval_to_ts(self.ts, shift_s).alias("ts"),
+            self.values.alias("value"),
+        ])
+        labels = self.label_frame(keep)
+        if labels.width:
+            idx = pl.Series(self.series_index())
+            frame = pl.concat([frame, labels.select(pl.all().gather(idx))], how="horizontal")
+        return frame
+
+
+def eval_to_ts(eval_s: pl.Series, shift_s: float) -> pl.Series:
+    """Evaluation times (float unix seconds) -> row timestamps, rounded to the microsecond."""
+    return ((eval_s - shift_s) * 1_000_000).round(0).cast(pl.Int64).cast(TS)
 
 
 def label_columns(series: pl.DataFrame) -> list[str]:

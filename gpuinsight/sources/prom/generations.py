@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.errors import BadInput
@@ -29,6 +29,7 @@ class Generations:
     pod_key: str
     dcgm_like: list[str]
     mapped: list[str]
+    warnings: list[str] = field(default_factory=list)  # the answers' warnings (a partial answer?)
 
     def details(self) -> dict[str, Any]:
         return {"scrape_interval_s": self.resolution_s, "pod_join": self.pod_key,
@@ -48,29 +49,33 @@ class Generations:
 
 def probe_generations(client: Any, names: list[str], start: int, end: int, step: int,
                       matchers: list[Matcher]) -> Generations:
-    like = _dcgm_like(client, start, end, matchers)
+    warnings: list[str] = []
+    like = _dcgm_like(client, start, end, matchers, warnings)
     if like and not names:
         supported = ", ".join(f.name for f in FIELDS)
         raise BadInput(f"{client.where}: {len(like)} DCGM-like metric(s) ({', '.join(like[:6])}"
                        f"{' ...' if len(like) > 6 else ''}) but none gpuinsight reads; it maps {supported} and their "
                        "lower-case and dcgm-exporter 1.x names")
-    old_ksm = client.series(promql.selector("kube_pod_container_resource_requests",
-                                            [("resource", "=~", promql.GPU_RESOURCES), ("uid", "=", ""), *matchers]),
-                            start, end)
-    return Generations(resolution_s=_interval(client, names, start, end, step, matchers),
+    old_ksm, said = client.series(promql.selector("kube_pod_container_resource_requests",
+                                                  [("resource", "=~", promql.GPU_RESOURCES), ("uid", "=", ""),
+                                                   *matchers]), start, end)
+    warnings += said
+    return Generations(resolution_s=_interval(client, names, start, end, step, matchers, warnings),
                        pod_key=promql.POD_BY_NAME if old_ksm else promql.POD_BY_UID,
-                       dcgm_like=like, mapped=[n for n in like if n in BY_SPELLING])
+                       dcgm_like=like, mapped=[n for n in like if n in BY_SPELLING], warnings=warnings)
 
 
-def _dcgm_like(client: Any, start: int, end: int, matchers: list[Matcher]) -> list[str]:
+def _dcgm_like(client: Any, start: int, end: int, matchers: list[Matcher], warnings: list[str]) -> list[str]:
     sel = promql.selector(None, [("__name__", "=~", "(?i)dcgm_.+"), *matchers])
-    data = client.get("/api/v1/label/__name__/values", [("match[]", sel), ("start", start), ("end", end)],
+    data, said = client.get("/api/v1/label/__name__/values", [("match[]", sel), ("start", start), ("end", end)],
                       "label values of __name__")
+    warnings += said
     # servers that ignore match[] return every name
     return sorted(n for n in (data or []) if isinstance(n, str) and n.lower().startswith("dcgm_"))
 
 
-def _interval(client: Any, names: list[str], start: int, end: int, step: int, matchers: list[Matcher]) -> int:
+def _interval(client: Any, names: list[str], start: int, end: int, step: int, matchers: list[Matcher],
+              warnings: list[str]) -> int:
     """Seconds between two readings of a DCGM series: the raw samples of one field over the last
     15 minutes of the window (else its first 15), the smallest per-series median gap. A count
     over a fixed span would be fooled by a series that lived only part of it."""
@@ -79,7 +84,8 @@ def _interval(client: Any, names: list[str], start: int, end: int, step: int, ma
         return min(DEFAULT_INTERVAL_S, step)
     sel = f"{promql.selector(probe[0], matchers)}[{_PROBE_WINDOW_S}s]"
     for at in dict.fromkeys((end, min(end, start + _PROBE_WINDOW_S))):
-        data = client.get("/api/v1/query", {"query": sel, "time": at}, sel)
+        data, said = client.get("/api/v1/query", [("query", sel), ("time", at)], sel)
+        warnings += said
         gaps = []
         for series in (data or {}).get("result") or [] if isinstance(data, dict) else []:
             times = sorted(float(v[0]) for v in series.get("values") or [] if isinstance(v, list) and v)

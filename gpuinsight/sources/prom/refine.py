@@ -20,20 +20,20 @@ reading.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, MAX_SUFFIX, MIN_SUFFIX
+from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, base_name, reading_class
 from gpuinsight.sources.prom import promql
-from gpuinsight.sources.prom.frames import concat_series, epoch_s
+from gpuinsight.sources.prom.frames import Matrix, eval_to_ts
 from gpuinsight.sources.prom.promql import Matcher, Query
-from gpuinsight.sources.series import SeriesBatch
 
 EPS_S = 0.001
 UUIDS_PER_QUERY = 50  # the UUID alternation stays well inside any proxy's URL limit
+Answer = tuple[Query, Matrix]
 
 
 class Refiner:
@@ -46,56 +46,54 @@ class Refiner:
         self.keep = keep
         self.refined_steps = 0
 
-    def refine_all(self, batches: Iterator[SeriesBatch]) -> Iterator[SeriesBatch]:
-        try:
-            for batch in batches:
-                yield self.refine(batch)
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
+    def refine(self, answers: list[Answer], spots: Sequence[np.ndarray] | None = None
+               ) -> tuple[list[Answer], list[pl.DataFrame]]:
+        """The DCGM answers of one chunk with the spotted steps' points (average, maximum, minimum)
+        replaced by the filtered ones, and the series frames of the readings the server dropped
+        (``NAME:dropped``, for :func:`~gpuinsight.sources.series.server_dropped`). ``spots``:
+        :func:`spot` of each answer, if already made (the collector makes them as answers arrive)."""
+        ids: dict[tuple[tuple[str, str], ...], int] = {}  # label set of a spotted series -> its id
+        spotted: dict[str, list[pl.DataFrame]] = {}       # field spelling -> (series id, ts) to read again
+        for i, (q, m) in enumerate(answers):
+            at = spot(q, m) if spots is None else spots[i]
+            if not len(at):
+                continue
+            name = base_name(q.metric)
+            g = m.series_index()[at]
+            with_uuid = np.array([bool(m.labels[i].get("UUID") or m.labels[i].get("uuid")) for i in g], dtype=bool)
+            if not with_uuid.any():  # not a GPU: the transform skips the series and counts it
+                continue
+            sid = [ids.setdefault(_label_key(m.labels[i]), len(ids)) for i in g[with_uuid]]
+            ts = eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy()[at[with_uuid]]
+            spotted.setdefault(name, []).append(pl.DataFrame({"_s": sid, "ts": ts}, schema={"_s": pl.Int64,
+                                                                                             "ts": pl.Int64}))
+        if not spotted:
+            return answers, []
+        keys = {name: pl.concat(frames).unique() for name, frames in spotted.items()}
+        self.refined_steps += sum(k.height for k in keys.values())
+        labels_of = {i: dict(key) for key, i in ids.items()}
+        out = [(q, _points(q, m, ids, keys.get(base_name(q.metric)), keep=False)) for q, m in answers]
+        dropped = []
+        for name, k in keys.items():
+            for q, m in self._query(name, k, labels_of):
+                base = base_name(q.metric.removesuffix(DROPPED_SUFFIX))
+                fresh = _points(q, m, ids, keys[base], keep=True)
+                if q.metric.endswith(DROPPED_SUFFIX):
+                    dropped.append(fresh.series_frame(q.metric, q.shift_s, q.keep))
+                else:
+                    out.append((q, fresh))
+        return out, dropped
 
-    def refine(self, batch: SeriesBatch) -> SeriesBatch:
-        s = batch.series
-        if s.height == 0:
-            return batch
-        base = pl.col("metric").str.strip_suffix(MAX_SUFFIX).str.strip_suffix(MIN_SUFFIX)
-        metrics = set(s.get_column("metric").unique().to_list())
-        fields = {n: f for n, f in BY_SPELLING.items() if n in metrics or n + MAX_SUFFIX in metrics
-                  or n + MIN_SUFFIX in metrics}
-        if not fields:
-            return batch
-        lo = base.replace_strict({n: f.lo for n, f in fields.items()}, default=None, return_dtype=pl.Float64)
-        hi = base.replace_strict({n: f.hi for n, f in fields.items()}, default=None, return_dtype=pl.Float64)
-        v = pl.col("value")
-        bad = s.filter(lo.is_not_null() & ~(v.is_finite() & (v >= lo) & (v <= hi)))
-        if bad.height == 0 or "UUID" not in s.columns and "uuid" not in s.columns:
-            return batch
-        labels = [c for c in s.columns if c not in ("metric", "ts", "value")]
-        keys = bad.with_columns(base.alias("_base")).select("_base", "ts", *labels).unique()
-        self.refined_steps += keys.height
-        fresh = [self._query(name, keys.filter(pl.col("_base") == name)) for name in keys["_base"].unique().to_list()]
-        fresh_rows = concat_series([f for f in fresh if f.height])
-        # drop the spotted steps' rows (average, maximum, minimum) and put the filtered ones instead
-        ident = ["_base", "ts", *labels]
-        marked = s.with_columns(base.alias("_base"))
-        kept_rows = marked.join(keys, on=ident, how="anti", nulls_equal=True).drop("_base")
-        if fresh_rows.height:
-            fresh_rows = _align(fresh_rows, labels).with_columns(pl.col("metric").str.strip_suffix(MAX_SUFFIX)
-                                                                 .str.strip_suffix(MIN_SUFFIX)
-                                                                 .str.strip_suffix(DROPPED_SUFFIX).alias("_base"))
-            fresh_rows = fresh_rows.join(keys, on=ident, how="semi", nulls_equal=True).drop("_base")
-        return replace(batch, series=concat_series([kept_rows, fresh_rows]))
-
-    def _query(self, name: str, keys: pl.DataFrame) -> pl.DataFrame:
+    def _query(self, name: str, keys: pl.DataFrame, labels_of: dict[int, dict[str, str]]) -> list[Answer]:
         """Filtered avg/max and dropped counts of one field for the GPUs and steps in ``keys``."""
         f = BY_SPELLING[name]
-        uuid_label = "UUID" if "UUID" in keys.columns and keys["UUID"].drop_nulls().len() else "uuid"
-        uuids = sorted(keys[uuid_label].drop_nulls().unique().to_list()) if uuid_label in keys.columns else []
-        t0 = epoch_s(keys["ts"].min()) + self.step - EPS_S
-        t1 = epoch_s(keys["ts"].max()) + self.step - EPS_S
+        spotted = [labels_of[i] for i in keys["_s"].unique().to_list()]
+        uuid_label = "UUID" if any(lbl.get("UUID") for lbl in spotted) else "uuid"
+        uuids = sorted({lbl[uuid_label] for lbl in spotted if lbl.get(uuid_label)})
+        t0 = int(keys["ts"].min()) / 1e6 + self.step - EPS_S
+        t1 = int(keys["ts"].max()) / 1e6 + self.step - EPS_S
         shift = self.step - EPS_S
-        frames = []
+        answers = []
         for i in range(0, len(uuids), UUIDS_PER_QUERY):
             group = "|".join(promql.regex_literal(u) for u in uuids[i:i + UUIDS_PER_QUERY])
             m = [*self.matchers, (uuid_label, "=~", group)]
@@ -103,12 +101,39 @@ class Refiner:
                                                hi=f.hi, resolution_s=self.resolution_s)
             exprs.append(promql.dcgm_dropped_expr(name, self.step, m, lo=f.lo, hi=f.hi,
                                                   resolution_s=self.resolution_s))
-            frames += [self.client.query_range(Query(e, metric, t0, t1, self.step, shift, keep=self.keep))
-                       for e, metric in exprs]
-        return concat_series([fr for fr in frames if fr.height])
+            for e, metric in exprs:
+                q = Query(e, metric, t0, t1, self.step, shift, keep=self.keep)
+                answers.append((q, self.client.query_range(q)))
+        return answers
 
 
-def _align(frame: pl.DataFrame, labels: list[str]) -> pl.DataFrame:
-    """``frame`` with exactly the batch's label columns (missing ones null, extra ones dropped)."""
-    return frame.select("metric", "ts", "value", *[pl.col(c) if c in frame.columns else pl.lit(None, pl.Utf8).alias(c)
-                                                   for c in labels])
+def spot(q: Query, m: Matrix) -> np.ndarray:
+    """The points of one DCGM answer whose step holds a reading that is not a measurement (a
+    per-step average or extreme outside the field's range: NaN, blank sentinel, glitch)."""
+    f = BY_SPELLING.get(base_name(q.metric))
+    if f is None or not m.points:
+        return np.zeros(0, dtype=np.int64)
+    why = m.values.to_frame("value").select(reading_class(pl.col("value"), pl.lit(f.lo), pl.lit(f.hi)))
+    return np.flatnonzero(why.to_series().is_not_null().to_numpy())
+
+
+def _label_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def _points(q: Query, m: Matrix, ids: dict[tuple[tuple[str, str], ...], int], keys: pl.DataFrame | None,
+            *, keep: bool) -> Matrix:
+    """``m`` without (``keep=False``) or with only (``keep=True``) the points of ``keys``."""
+    if keys is None or not m.points:
+        return m.select_points(np.zeros(m.points, dtype=bool)) if keep else m
+    sid = np.array([ids.get(_label_key(lbl), -1) for lbl in m.labels], dtype=np.int64)
+    s_p = sid[m.series_index()]
+    cand = np.flatnonzero(s_p >= 0)
+    hit = np.zeros(m.points, dtype=bool)
+    if len(cand):
+        ts = eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy()[cand]
+        found = pl.DataFrame({"_s": s_p[cand], "ts": ts, "_i": cand}).join(keys, on=["_s", "ts"], how="semi")
+        hit[found["_i"].to_numpy()] = True
+    if not keep and not hit.any():
+        return m
+    return m.select_points(hit if keep else ~hit)
