@@ -36,6 +36,15 @@ def word(rng: random.Random, n: int = 5) -> str:
                                                         for _ in range(n - 1))
 
 
+def fresh_name(rng: random.Random, taken: set[str]) -> str:
+    """A meaningless name not in ``taken`` (added to it)."""
+    while True:
+        n = word(rng, rng.randint(3, 7))
+        if n not in taken:
+            taken.add(n)
+            return n
+
+
 @dataclass
 class RandomFleet:
     seed: int
@@ -67,11 +76,7 @@ class Builder:
         self.scaled: set[tuple[str, str]] = set()
 
     def name(self) -> str:
-        while True:
-            n = word(self.rng, self.rng.randint(3, 7))
-            if n not in self.names:
-                self.names.add(n)
-                return n
+        return fresh_name(self.rng, self.names)
 
     def namespace(self, production: bool) -> str:
         pattern = self.rng.choice(PROD_NS if production else NOT_PROD_NS)

@@ -41,7 +41,7 @@ import numpy as np
 
 from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.sources.dcgm import POWER_LIMIT_W
-from tests.random_fleets import NOT_PROD_NS, PRIORITY, PROD_NS, RandomFleet, word
+from tests.random_fleets import NOT_PROD_NS, PRIORITY, PROD_NS, RandomFleet, fresh_name, word
 from tests.rule_fleets import Fleet, Node, Pod, Usage
 
 T0_S = int(datetime(2026, 6, 1, tzinfo=UTC).timestamp())
@@ -301,11 +301,7 @@ class _Builder:
         self.exporter: dict[str, tuple[str, str]] = {}
 
     def name(self) -> str:
-        while True:
-            n = word(self.rng, self.rng.randint(3, 7))
-            if n not in self.names:
-                self.names.add(n)
-                return n
+        return fresh_name(self.rng, self.names)
 
     def uuid(self) -> str:
         h = "".join(self.rng.choice("0123456789abcdef") for _ in range(32))
