@@ -204,7 +204,10 @@ def tightest_fit(topo: Topology, cluster: str, pods: list[_Pod], free: dict[str,
             if dom is not None:
                 groups[dom].append(node)
         options = []
+        need = sum(p.gpus for p in pods) - 1e-9 * len(pods)
         for dom, members in sorted(groups.items()):
+            if sum(free[n] for n in members) < need:
+                continue  # first fit cannot place more GPUs than the domain has free
             placement = first_fit(pods, {n: free[n] for n in members})
             if placement is not None:
                 stay = sum(1 for p in pods if placement[p.name] == p.node)

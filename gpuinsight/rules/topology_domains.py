@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,12 +154,26 @@ def _hypernode_paths(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any
     members = {h["name"]: json.loads(h["members"]) if isinstance(h.get("members"), str) else (h.get("members") or [])
                for h in hypernodes}
     tier = {h["name"]: int(h.get("tier") or 0) for h in hypernodes}
+    # node members named exactly (the usual form) through an index; the others tried per node
+    exact: dict[str, set[str]] = defaultdict(set)
+    other: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for h, ms in members.items():
+        for m in ms:
+            if m.get("type") != "Node":
+                continue
+            sel = m.get("selector") or {}
+            if "exactMatch" in sel:
+                named = (sel["exactMatch"] or {}).get("name")
+                if isinstance(named, str):
+                    exact[named].add(h)
+            else:
+                other[h].append(m)
     direct: dict[str, set[str]] = {}
     for n in nodes:
         labels = as_map(n.get("labels"))
         name = str(n["node"])
-        direct[name] = {h for h, ms in members.items()
-                        if any(m.get("type") == "Node" and _selects(m, name, labels) for m in ms)}
+        direct[name] = set(exact.get(name, ())) | {h for h, ms in other.items()
+                                                   if any(_selects(m, name, labels) for m in ms)}
     parents: dict[str, set[str]] = {h: {p for p, ms in members.items()
                                         if any(m.get("type") == "HyperNode" and _selects(m, h, {}) for m in ms)}
                                     for h in members}
