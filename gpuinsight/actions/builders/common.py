@@ -100,10 +100,16 @@ MANIFEST_NOTE = ("A submitted Volcano Job's spec cannot change (its admission we
 SpecOps = Callable[[str, dict[str, Any]], list[dict[str, Any]]]  # (pod-spec pointer, pod spec) -> JSON patch ops
 
 
+def container_asks_gpu(container: dict[str, Any]) -> bool:
+    """Whether a container asks for an NVIDIA resource (whole GPUs, slices, replicas)."""
+    res = container.get("resources") or {}
+    return any(str(name).startswith("nvidia.com/") for section in ("limits", "requests")
+               for name in (res.get(section) or {}))
+
+
 def asks_gpu(spec: dict[str, Any]) -> bool:
-    """Whether a pod spec's containers ask for an NVIDIA resource (whole GPUs, slices, replicas)."""
-    return any(name.startswith("nvidia.com/") for c in spec.get("containers") or []
-               for section in ("limits", "requests") for name in ((c.get("resources") or {}).get(section) or {}))
+    """Whether a pod spec's containers ask for an NVIDIA resource."""
+    return any(container_asks_gpu(c) for c in spec.get("containers") or [])
 
 
 def volcano_tasks(state: ClusterState, ref: Ref) -> list[dict[str, Any]] | None:
@@ -113,6 +119,16 @@ def volcano_tasks(state: ClusterState, ref: Ref) -> list[dict[str, Any]] | None:
     if not tasks or not all(isinstance(t, dict) and isinstance(t.get("template"), dict) for t in tasks):
         return None
     return tasks
+
+
+def templates_observed(state: ClusterState, ref: Ref) -> bool:
+    """Whether a workload's pod templates were observed (live or dumped): a patch built without
+    them would replace what they have."""
+    if ref.kind in TEMPLATES:
+        obj = state.get(ref)
+        return obj is not None and state.is_known(ref, TEMPLATES[ref.kind]) and isinstance(
+            get(obj, TEMPLATES[ref.kind]), dict)
+    return ref.kind == "VolcanoJob" and volcano_tasks(state, ref) is not None
 
 
 def manifest_patch(state: ClusterState, ref: Ref, change: str, spec_ops: SpecOps,

@@ -17,10 +17,11 @@ from typing import Any
 from gpuinsight.actions import model
 from gpuinsight.actions.builders.common import (
     TEMPLATES,
+    container_asks_gpu,
     manifest_patch,
     nest,
     readable,
-    volcano_tasks,
+    templates_observed,
     workload_ref,
 )
 from gpuinsight.actions.patching import get
@@ -32,11 +33,6 @@ from gpuinsight.sources.k8s.common import parse_quantity
 
 def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
     return readable([workload_ref(rec, rec.target)])
-
-
-def _gpu_container(c: dict[str, Any]) -> bool:
-    res = c.get("resources") or {}
-    return any(str(k).startswith("nvidia.com/") for part in ("requests", "limits") for k in (res.get(part) or {}))
 
 
 def _cores(value: Any) -> float:
@@ -60,19 +56,14 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     if rec.proposed.get("cause") != "cpu" or not target:
         return notes
     obj = state.get(ref)
-    if ref.kind in TEMPLATES:
-        known = obj is not None and state.is_known(ref, TEMPLATES[ref.kind]) and isinstance(
-            get(obj, TEMPLATES[ref.kind]), dict)
-    else:
-        known = ref.kind == "VolcanoJob" and volcano_tasks(state, ref) is not None
-    if not known:
+    if not templates_observed(state, ref):
         return [*notes, model.note(f"{ref.key}: raise the CPU request of its GPU containers to {target:g} cores per "
                                    "pod in total; its pod templates were not observed, so no patch is built", ref.key)]
     changes: list[str] = []
 
     def cpu_ops(spec_ptr: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
         containers = spec.get("containers") or []
-        gpu = [i for i, c in enumerate(containers) if _gpu_container(c)]
+        gpu = [i for i, c in enumerate(containers) if container_asks_gpu(c)]
         now = {i: _cores(get(containers[i], "/resources/requests/cpu")) for i in gpu}
         total = sum(now.values())
         ops: list[dict[str, Any]] = []
@@ -103,7 +94,7 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     why = f"CPU request to keep up with the GPUs ({', '.join(changes)})"
     after = model.expected_after({"type": "k8s-patch", "patch": ops}, obj)
     containers = [{"name": c.get("name"), "resources": c.get("resources")}
-                  for c in get(after, tmpl + "/containers") or [] if _gpu_container(c)]
+                  for c in get(after, tmpl + "/containers") or [] if container_asks_gpu(c)]
     cfg = ref.skeleton() | nest(tmpl, {"containers": containers})
     return [*notes, model.k8s_apply(cfg, "workload", f"{ref.key}: {why}",
                                     state.observe(ref, [f"{tmpl}/containers"]))]

@@ -26,8 +26,8 @@ from gpuinsight.actions.builders.common import (
     manifest_patch,
     nest,
     readable,
+    templates_observed,
     unpatchable,
-    volcano_tasks,
     workload_ref,
 )
 from gpuinsight.actions.patching import get
@@ -69,11 +69,7 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     if ref.kind not in (*TEMPLATES, "VolcanoJob"):
         return [unpatchable(ref, f"with a pod affinity on {key} among {selector} to {why}")]
     obj = state.get(ref)
-    if ref.kind in TEMPLATES:
-        known = obj is not None and state.is_known(ref, TEMPLATES[ref.kind])
-    else:
-        known = volcano_tasks(state, ref) is not None
-    if not known:
+    if not templates_observed(state, ref):
         return [model.note(f"{ref.key}: to {why}, add to its pod templates' affinity.podAffinity.{field} "
                            f"the term {entry}; their spec was not observed, so no patch is built (it would replace "
                            "the affinity they have): run recommend with --context or --from-dir", ref.key)]
