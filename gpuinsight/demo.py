@@ -15,7 +15,7 @@ import polars as pl
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.progress import Progress
-from gpuinsight.reports.signals import summary_lines
+from gpuinsight.reports import ray_keda, signals
 from gpuinsight.rules.base import Plan
 from gpuinsight.sources.gpu_nodes import unmatched_note
 
@@ -99,8 +99,8 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
                      f"potential savings ({catalog}):")
         for rule, savings in sorted(by_rule.items(), key=lambda kv: -sum(kv[1])):
             lines.append(f"  {rule:<13} {len(savings):>3} finding(s)  ${sum(savings):>10,.0f}/month")
-        lines += ray_and_scale_to_zero_lines(plan)
-        lines += summary_lines(plan.recommendations)
+        lines += ray_keda.summary_lines(plan.recommendations)
+        lines += signals.summary_lines(plan.recommendations)
         basis = plan.savings_by_basis
         lines.append(f"  nodes released ${basis.get('nodes_released', 0):,.0f}/month; GPUs returned to the pool "
                      f"${basis.get('gpus_returned', 0):,.0f}/month; spot price difference "
@@ -108,30 +108,3 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
     else:
         lines.append("no recommendations: nothing in this fleet crossed a rule's thresholds")
     return "\n".join(lines)
-
-
-RAY_CHANGES = {"job_cleanup": "RayJob(s) whose cluster outlived the job",
-               "worker_min_replicas": "GPU worker group(s) held idle by minReplicas",
-               "head_gpus": "head pod(s) holding GPUs"}
-
-
-def ray_and_scale_to_zero_lines(plan: Plan) -> list[str]:
-    """One line each for the KubeRay findings and the services that can sleep (scale to zero)."""
-    lines = []
-    ray = [r for r in plan.recommendations if r.rule == "ray"]
-    if ray:
-        counts: dict[str, int] = {}
-        for r in ray:
-            change = str(r.proposed.get("change"))
-            counts[change] = counts.get(change, 0) + 1
-        parts = ", ".join(f"{n} {RAY_CHANGES.get(c, c)}" for c, n in counts.items())
-        lines.append(f"  KubeRay: {parts}; ${sum(r.monthly_savings_usd for r in ray):,.0f}/month as "
-                     "RayJob/RayCluster patches")
-    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
-    if sleepy:
-        hours = sum(float(r.evidence.get("hours_at_zero") or 0) for r in sleepy)
-        starts = sum(float(r.evidence.get("expected_cold_starts_per_day") or 0) for r in sleepy)
-        lines.append(f"  scale to zero: {len(sleepy)} service(s) idle on nights/weekends get a KEDA ScaledObject: "
-                     f"{hours:,.0f} h at zero in the window, about {starts:.1f} cold start(s) a day, "
-                     f"${sum(r.monthly_savings_usd for r in sleepy):,.0f}/month")
-    return lines

@@ -130,3 +130,30 @@ def sections(recommendations: list[Any]) -> list[str]:
     out = [ray_section([r for r in recommendations if r.rule == "ray"]),
            scale_to_zero_section([r for r in recommendations if r.rule == "scale_to_zero"])]
     return [s for s in out if s]
+
+
+RAY_SUMMARY = {"job_cleanup": "RayJob(s) whose cluster outlived the job",
+               "worker_min_replicas": "GPU worker group(s) held idle by minReplicas",
+               "head_gpus": "head pod(s) holding GPUs"}
+
+
+def summary_lines(recs: list[Any]) -> list[str]:
+    """The demo summary's lines: one for the KubeRay findings, one for the services that can sleep."""
+    lines = []
+    ray = [r for r in recs if r.rule == "ray"]
+    if ray:
+        counts: dict[str, int] = {}
+        for r in ray:
+            change = str(r.proposed.get("change"))
+            counts[change] = counts.get(change, 0) + 1
+        parts = ", ".join(f"{n} {RAY_SUMMARY.get(c, c)}" for c, n in counts.items())
+        lines.append(f"  KubeRay: {parts}; ${sum(r.monthly_savings_usd for r in ray):,.0f}/month as "
+                     "RayJob/RayCluster patches")
+    sleepy = [r for r in recs if r.rule == "scale_to_zero"]
+    if sleepy:
+        hours = sum(float(r.evidence.get("hours_at_zero") or 0) for r in sleepy)
+        starts = sum(float(r.evidence.get("expected_cold_starts_per_day") or 0) for r in sleepy)
+        lines.append(f"  scale to zero: {len(sleepy)} service(s) idle on nights/weekends get a KEDA ScaledObject: "
+                     f"{hours:,.0f} h at zero in the window, about {starts:.1f} cold start(s) a day, "
+                     f"${sum(r.monthly_savings_usd for r in sleepy):,.0f}/month")
+    return lines
