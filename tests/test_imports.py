@@ -51,3 +51,58 @@ except Exception as exc:
     print(type(exc).__name__)
 """
     assert _run(code, tmp_path) == ["True", "True", "SchemaValidationError"]
+
+
+def test_polars_lazy_numpy_is_resolved_before_worker_threads(tmp_path: Path) -> None:
+    """polars resolves its lazy numpy proxy on first use; two collector threads doing that at
+    once failed with "'module' object does not support item assignment" (numpy's own
+    ``_globals`` shadows the proxy's). The race is made certain here by holding the first
+    resolver back while the others finish; resolved up front, the same threads all succeed."""
+    code = """
+import sys, threading, time
+import polars as pl
+import numpy
+from polars import _dependencies as deps
+from gpuinsight.sources.prom.frames import resolve_polars_lazy_imports
+
+calls = []
+real_import = deps.import_module
+def held_back_import(name, *args):
+    calls.append(name)
+    module = real_import(name, *args)
+    time.sleep(0.3 if len(calls) == 1 else 0)
+    return module
+deps.import_module = held_back_import
+
+def build(errors):
+    try:
+        pl.Series(numpy.arange(3))
+    except TypeError as exc:
+        errors.append(str(exc))
+
+def race():
+    errors = []
+    first = threading.Thread(target=build, args=(errors,))
+    first.start()
+    time.sleep(0.1)
+    others = [threading.Thread(target=build, args=(errors,)) for _ in range(4)]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join()
+    return errors
+
+if sys.argv[1:] == ["resolve"]:
+    resolve_polars_lazy_imports()
+print(getattr(deps.numpy, "__lazy__", False), len(race()))
+"""
+    def run(*argv: str) -> list[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                             timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    lazy, failed = run()
+    assert lazy == "True" and int(failed) >= 1  # the race as the collector met it
+    assert run("resolve") == ["False", "0"]

@@ -44,6 +44,7 @@ from gpuinsight.sources.prom.frames import (
     empty_series,
     epoch_s,
     from_epoch_s,
+    resolve_polars_lazy_imports,
     to_naive_utc,
 )
 from gpuinsight.sources.prom.generations import probe_generations
@@ -267,6 +268,7 @@ class PrometheusSource:
         kube-state-metrics answers are asked first and made into pods and nodes (another
         thread) while the DCGM answers of the chunk are still on the wire.
         """
+        resolve_polars_lazy_imports()
         # ``concurrency`` requests in flight (the client's limit) plus two workers decoding.
         pool = ThreadPoolExecutor(max_workers=max(1, self.pcfg.concurrency) + 2, thread_name_prefix="prom")
         ksm_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prom-ksm")

@@ -23,6 +23,22 @@ BASE_COLUMNS = ("metric", "ts", "value")
 TS = pl.Datetime("us")
 
 
+def resolve_polars_lazy_imports() -> None:
+    """Make polars swap its lazy numpy/pyarrow proxies for the real modules, once, now.
+
+    Call before polars runs in worker threads: polars (2.x) resolves a proxy on first use, and
+    two threads doing so at once can read the proxy half-updated (numpy's own ``_globals``
+    submodule shadows the proxy's ``_globals``) and fail with "'module' object does not
+    support item assignment".
+    """
+    from polars import _dependencies as deps
+
+    for name in ("numpy", "pyarrow"):
+        proxy = getattr(deps, name, None)
+        if getattr(proxy, "__lazy__", False) and getattr(deps, f"_{name.upper()}_AVAILABLE", False):
+            proxy._import()
+
+
 def empty_series() -> pl.DataFrame:
     return pl.DataFrame(schema={"metric": pl.Utf8, "ts": TS, "value": pl.Float64})
 
