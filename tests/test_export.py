@@ -69,3 +69,24 @@ def test_s3_export_through_moto(small: gi.GpuInsight, monkeypatch: pytest.Monkey
         assert not any("testing" in line for line in lines)
     finally:
         server.stop()
+
+
+def test_every_row_lands_in_exactly_one_day_slice(small: gi.GpuInsight, tmp_path: Path) -> None:
+    """Day-partitioned tables are written a (cluster, day) at a time: the slices must cover every
+    row once, rows without a timestamp included (they go to day=1970-01-01)."""
+    small.wh.con.execute("UPDATE pods SET created = NULL WHERE name = 'p1'")
+    small.wh.con.execute("INSERT INTO pods SELECT * REPLACE ('p2' AS name, 'uid-p2' AS uid, "
+                         "TIMESTAMP '2026-11-02 23:59:59.999' AS created) FROM pods WHERE name = 'p1'")
+    out = tmp_path / "lake"
+    lines = list(export_tables(small.wh, str(out)))
+    for table in ("gpu_samples", "gpu_hourly", "pods", "nodes", "prices"):
+        want = small.wh.count(table)
+        got = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/{table}/**/*.parquet', hive_partitioning=1)")
+        assert got.fetchall()[0][0] == want > 0, table
+        assert any(line.startswith(f"{table}: {want:,} rows") for line in lines)
+    days = duckdb.sql(f"SELECT name, day FROM read_parquet('{out}/pods/**/*.parquet', hive_partitioning=1) "
+                      "ORDER BY name").fetchall()
+    assert [(p, str(d)) for p, d in days] == [("p1", "1970-01-01"), ("p2", "2026-11-02")]
+    # DuckDB's memory limit is put back after the export
+    limit = small.wh.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert limit == duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchall()[0][0]

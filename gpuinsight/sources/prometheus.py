@@ -50,7 +50,7 @@ from gpuinsight.sources.prom.frames import (
 from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.promql import Matcher, Query
 from gpuinsight.sources.prom.refine import Refiner, spot
-from gpuinsight.sources.prom.store import duckdb_memory_capped, get_state, set_state
+from gpuinsight.sources.prom.store import get_state, set_state
 from gpuinsight.sources.series import (
     SeriesBatch,
     TransformStats,
@@ -59,7 +59,7 @@ from gpuinsight.sources.series import (
     load_series,
     server_dropped,
 )
-from gpuinsight.warehouse.db import Warehouse
+from gpuinsight.warehouse.db import Warehouse, memory_capped
 
 SOURCE = "prometheus"
 # An answer, and what can be made of it alone: the series frame of a kube-state-metrics answer;
@@ -234,7 +234,7 @@ class PrometheusSource:
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where},
                    "plan": self.last_plan}
         self.stats, self.directory, self.facts = TransformStats(), NodeDirectory(), gpu_facts(wh)
-        with duckdb_memory_capped(wh, DUCKDB_MEMORY):
+        with memory_capped(wh, DUCKDB_MEMORY):
             report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
                                  window=window, details=details, on_commit=self.on_commit, stats=self.stats,
                                  directory=self.directory)

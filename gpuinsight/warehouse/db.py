@@ -8,6 +8,7 @@ and a crash mid-load leaves the previous state (DuckDB rolls back an unfinished 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -236,3 +237,48 @@ class Warehouse:
                 return to_polars(self.con, sql, params)
             except duckdb.Error as exc:
                 raise BadInput(f"SQL error: {str(exc).splitlines()[0]}") from exc
+
+
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _size_bytes(text: str) -> float:
+    """DuckDB's memory setting (``18.8 GiB``, ``256MB``) in bytes; unreadable = unlimited."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        return float("inf")
+    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+@contextlib.contextmanager
+def memory_capped(wh: Warehouse, cap: str) -> Iterator[None]:
+    """DuckDB's ``memory_limit`` lowered to ``cap`` for the duration, then put back.
+
+    DuckDB keeps the blocks it reads cached up to its limit (80 % of RAM by default): a
+    collection reading the table it appends to (merges, the hourly rollup) or an export
+    streaming every table out would grow that cache with the warehouse, though each step needs
+    far less; what does not fit spills to disk. A lower limit already set is kept.
+    """
+    def setting(con: duckdb.DuckDBPyConnection) -> str:
+        return str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+    with wh._lock:
+        before = setting(wh.con)
+        if _size_bytes(before) <= _size_bytes(cap):
+            before = ""
+        else:
+            wh.con.execute(f"SET memory_limit='{_size_bytes(cap):.0f}B'")
+    try:
+        yield
+    finally:
+        if before:
+            # DuckDB prints the limit rounded down: the default goes back by RESET, a limit
+            # someone chose by its printed value nudged up (so that it prints the same again
+            # instead of drifting down a digit per collection)
+            default = setting(duckdb.connect())
+            with wh._lock:
+                if before == default:
+                    wh.con.execute("RESET memory_limit")
+                else:
+                    wh.con.execute(f"SET memory_limit='{_size_bytes(before) * 1.0005:.0f}B'")

@@ -3,9 +3,7 @@ DuckDB's memory while a collection streams into it."""
 
 from __future__ import annotations
 
-import contextlib
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -103,49 +101,3 @@ def set_state(
         return
     with wh.transaction() as tx:
         tx.execute(sql, params)
-
-
-_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-def _size_bytes(text: str) -> float:
-    """DuckDB's memory setting (``18.8 GiB``, ``256MB``) in bytes; unreadable = unlimited."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        return float("inf")
-    return float(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-@contextlib.contextmanager
-def duckdb_memory_capped(wh: Warehouse, cap: str) -> Iterator[None]:
-    """DuckDB's ``memory_limit`` lowered to ``cap`` for the duration, then put back.
-
-    DuckDB keeps the blocks it reads cached up to its limit (80 % of RAM by default), and
-    every chunk of a collection reads the table it is appending to (merges, the hourly
-    rollup): uncapped, that cache grows with the table, a quarter of the collector's memory
-    on a week of 1,000 GPUs. A chunk needs far less; what does not fit spills to disk. A
-    lower limit already set is kept.
-    """
-    def setting(con: duckdb.DuckDBPyConnection) -> str:
-        return str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-
-    with wh._lock:
-        before = setting(wh.con)
-        if _size_bytes(before) <= _size_bytes(cap):
-            before = ""
-        else:
-            wh.con.execute(f"SET memory_limit='{_size_bytes(cap):.0f}B'")
-    try:
-        yield
-    finally:
-        if before:
-            # DuckDB prints the limit rounded down: the default goes back by RESET, a limit
-            # someone chose by its printed value nudged up (so that it prints the same again
-            # instead of drifting down a digit per collection)
-            default = setting(duckdb.connect())
-            with wh._lock:
-                if before == default:
-                    wh.con.execute("RESET memory_limit")
-                else:
-                    wh.con.execute(f"SET memory_limit='{_size_bytes(before) * 1.0005:.0f}B'")
