@@ -92,6 +92,33 @@ def test_a_cpu_bound_loader_is_diagnosed_priced_and_claimed_before_idle() -> Non
     assert "mig" not in {x.rule for x in recs} and "idle" not in {x.rule for x in recs}
 
 
+def test_a_volcano_jobs_cpu_patch_names_each_task_and_container_it_changes() -> None:
+    """The loader's CPU request grows on every GPU task (in proportion to its containers' requests;
+    the CPU-only task stays), and the manifest-patch says per task and container from what to what."""
+    (r,) = only(evaluate_rules(trainer_fleet(starved()).frames()), "input_starved")
+    def task(name: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"name": name, "replicas": 1, "template": {"spec": {"containers": containers}}}
+    def gpu() -> dict[str, Any]:
+        return {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1, "cpu": "4"}}
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "ns"},
+           "spec": {"minAvailable": 3, "queue": "ml", "tasks": [
+               task("ps", [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}}}]),
+               task("worker", [{"name": "c", "image": "i", "resources": gpu()},
+                               {"name": "loader", "image": "i", "resources": gpu()}]),
+               task("chief", [{"name": "c", "image": "i", "resources": gpu()}])]}}
+    state = ClusterState()
+    state.put(job, "dump")
+    actions = build_actions(r, state)
+    (patch,) = [a for a in actions if a["type"] == "manifest-patch"]
+    after = json_patch(job, patch["patch"])
+    cpu = [[c["resources"]["requests"]["cpu"] for c in t["template"]["spec"]["containers"]]
+           for t in after["spec"]["tasks"]]
+    assert cpu == [["2"], ["6500m", "6500m"], ["13"]]  # 13 cores per pod, ceil(8 x 0.95 / 0.6)
+    assert ("worker/c: cpu 4 -> 6.5 cores, worker/loader: cpu 4 -> 6.5 cores, chief/c: cpu 4 -> 13 cores"
+            in patch["description"])
+    assert validate_object(after, CrdSchemas(CRDS)) == []
+
+
 @pytest.mark.parametrize("kw,cause", [
     ({"cpu_idle_cores": 2.0, "pcie_rx_idle_bps": 3.5e9}, "transfer"),      # copies keep PCIe busy in the stalls
     ({"cpu_idle_cores": 2.0, "pcie_rx_idle_bps": 5e7}, "storage"),         # nothing busy: waiting on storage

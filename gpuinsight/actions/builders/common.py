@@ -131,15 +131,16 @@ def templates_observed(state: ClusterState, ref: Ref) -> bool:
     return ref.kind == "VolcanoJob" and volcano_tasks(state, ref) is not None
 
 
-def manifest_patch(state: ClusterState, ref: Ref, change: str, spec_ops: SpecOps,
+def manifest_patch(state: ClusterState, ref: Ref, change: str | Callable[[], str], spec_ops: SpecOps,
                    fields: tuple[str, ...]) -> dict[str, Any]:
     """A Volcano Job's workload change as a ``manifest-patch`` (inert: apply skips it, emit writes
     it for the manifest): ``spec_ops`` on the pod template of every task asking for GPUs (all
     tasks if none does; a CPU-only task such as a parameter server stays where it runs), each
-    guarded by a ``test`` of the task's name. Without observed templates, a note."""
+    guarded by a ``test`` of the task's name. Without observed templates, a note. ``change`` may
+    be a callable, asked after ``spec_ops`` ran, when the text names what they changed."""
     tasks = volcano_tasks(state, ref)
     if tasks is None:
-        return unobserved(ref, change)
+        return unobserved(ref, change() if callable(change) else change)
     spec_of = [(t["template"].get("spec") or {}) for t in tasks]
     moved = [i for i, spec in enumerate(spec_of) if asks_gpu(spec)] or list(range(len(tasks)))
     ops: list[dict[str, Any]] = []
@@ -147,7 +148,7 @@ def manifest_patch(state: ClusterState, ref: Ref, change: str, spec_ops: SpecOps
         ops.append({"op": "test", "path": f"/spec/tasks/{i}/name", "value": tasks[i].get("name")})
         ops += spec_ops(f"/spec/tasks/{i}/template/spec", spec_of[i])
     names = ", ".join(str(tasks[i].get("name")) for i in moved)
-    text = f"{ref.key}: {change}, on the template of every task asking for GPUs: {names}. {MANIFEST_NOTE}"
+    text = f"{ref.key}: {change() if callable(change) else change}, on the template of every task asking for GPUs: {names}. {MANIFEST_NOTE}"
     seen = [f"/spec/tasks/{i}/template/spec/{f}" for i in moved for f in fields]
     return model.k8s_patch(ref, ops, "workload", text, state.observe(ref, seen), kind="manifest-patch")
 

@@ -22,6 +22,7 @@ from gpuinsight.actions.builders.common import (
     nest,
     readable,
     templates_observed,
+    volcano_tasks,
     workload_ref,
 )
 from gpuinsight.actions.patching import get
@@ -60,6 +61,9 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
         return [*notes, model.note(f"{ref.key}: raise the CPU request of its GPU containers to {target:g} cores per "
                                    "pod in total; its pod templates were not observed, so no patch is built", ref.key)]
     changes: list[str] = []
+    # a Volcano Job's tasks may share container names: its changes name the task too
+    task_names = {f"/spec/tasks/{i}/template/spec": str(t.get("name"))
+                  for i, t in enumerate(volcano_tasks(state, ref) or [])} if ref.kind == "VolcanoJob" else {}
 
     def cpu_ops(spec_ptr: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
         containers = spec.get("containers") or []
@@ -81,20 +85,23 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
             limit = get(containers[i], "/resources/limits/cpu")
             if limit is not None and _cores(limit) < want:
                 ops.append({"op": "replace", "path": f"{base}/limits/cpu", "value": _millis(want)})
-            changes.append(f"{containers[i].get('name')}: cpu {now[i]:g} -> {want:g} cores")
+            task = task_names.get(spec_ptr)
+            changes.append(f"{task + '/' if task else ''}{containers[i].get('name')}: cpu {now[i]:g} -> {want:g} cores")
         return ops
 
+    def why() -> str:
+        return f"CPU request to keep up with the GPUs ({', '.join(changes)})"
+
     if ref.kind == "VolcanoJob":
-        action = manifest_patch(state, ref, "CPU request to keep up with the GPUs", cpu_ops, ("containers",))
+        action = manifest_patch(state, ref, why, cpu_ops, ("containers",))
         return [*notes, action] if changes else notes
     tmpl = TEMPLATES[ref.kind]
     ops = cpu_ops(tmpl, get(obj, tmpl))
     if not ops:
         return notes
-    why = f"CPU request to keep up with the GPUs ({', '.join(changes)})"
     after = model.expected_after({"type": "k8s-patch", "patch": ops}, obj)
     containers = [{"name": c.get("name"), "resources": c.get("resources")}
                   for c in get(after, tmpl + "/containers") or [] if container_asks_gpu(c)]
     cfg = ref.skeleton() | nest(tmpl, {"containers": containers})
-    return [*notes, model.k8s_apply(cfg, "workload", f"{ref.key}: {why}",
+    return [*notes, model.k8s_apply(cfg, "workload", f"{ref.key}: {why()}",
                                     state.observe(ref, [f"{tmpl}/containers"]))]
