@@ -10,8 +10,8 @@
 --   figure peak_p95: the p95 over steps of the per-step max of GR and SM activity (a
 --   short-window p95 at the step step_s; max_pushed_down when the source gave a max within
 --   each step, e.g. max_over_time, rather than one sample per step); the statistics come from
---   workload_sample_stats (the sample_stats macro) or, with since/until, from the raw samples
---   of that window; framebuffer used p95/p99/max (MiB) and
+--   workload_sample_stats (sample_stats_of, migration 015) or, with since/until, from the raw
+--   samples of that window; framebuffer used p95/p99/max (MiB) and
 --   the GPU's memory; active fraction (share of samples above 5 % GR active); diurnal swing of
 --   the hour-of-day profile ((max - min) / mean) and the UTC hours active on at least half of
 --   the days seen (and at least two; recurring_hours_utc) with the active hours outside them
@@ -68,20 +68,31 @@ meta AS (
     WHERE ($namespace IS NULL OR namespace = $namespace)
     GROUP BY ALL
 ),
-st AS (
-    -- the sample statistics (macro sample_stats, migration 006): over everything loaded from the
-    -- materialized workload_sample_stats, else over the window (the branch not taken is empty)
-    SELECT cluster, namespace, workload_kind, workload, st FROM workload_sample_stats
-    WHERE $since IS NULL AND $until IS NULL AND ($namespace IS NULL OR namespace = $namespace)
-    UNION ALL
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload,
-           sample_stats(g.gr_active, g.gr_active_max, g.sm_active, g.sm_active_max, g.fb_used_mib,
-                        g.fb_used_max_mib, g.fb_free_mib, g.step_s) AS st
+windowed AS NOT MATERIALIZED (
+    -- the window's samples, read twice by the two aggregates below and not stored
+    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.gr_active, g.gr_active_max, g.sm_active,
+           g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib, g.step_s
     FROM gpu_samples g
     JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
     WHERE NOT ($since IS NULL AND $until IS NULL) AND g.pod <> ''
       AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
-    GROUP BY n.cluster, n.namespace, n.workload_kind, n.workload
+),
+st AS (
+    -- the sample statistics (sample_stats_core/_tails/_of, migration 015): over everything
+    -- loaded from the materialized workload_sample_stats, else over the window (the branch not
+    -- taken is empty)
+    SELECT cluster, namespace, workload_kind, workload, st FROM workload_sample_stats
+    WHERE $since IS NULL AND $until IS NULL AND ($namespace IS NULL OR namespace = $namespace)
+    UNION ALL
+    SELECT cluster, namespace, workload_kind, workload, sample_stats_of(core, tails) AS st
+    FROM (SELECT cluster, namespace, workload_kind, workload,
+                 sample_stats_core(gr_active, gr_active_max, sm_active, sm_active_max, fb_used_mib,
+                                   fb_used_max_mib, fb_free_mib, step_s) AS core
+          FROM windowed GROUP BY cluster, namespace, workload_kind, workload)
+    JOIN (SELECT cluster, namespace, workload_kind, workload,
+                 sample_stats_tails(gr_active, gr_active_max, sm_active, sm_active_max, fb_used_mib) AS tails
+          FROM windowed GROUP BY cluster, namespace, workload_kind, workload)
+    USING (cluster, namespace, workload_kind, workload)
 ),
 hod_day AS (
     -- the hour-of-day profile from the hourly rollup (time-weighted), not from raw samples

@@ -403,7 +403,7 @@ class _Builder:
         return ScrapeFleet(self.seed, self.fleet, self.devices, self.shapes, self.exporter, mig)
 
     def _usage(self) -> None:
-        """What the SQL models compute from the readings as written (sample_stats, migration 006)."""
+        """What the SQL models compute from the readings as written (sample_stats_core/_tails, migration 015)."""
         by_wl: dict[tuple[str, str], list[Device]] = {}
         for d in self.devices:
             if d.pod is not None:

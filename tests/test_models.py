@@ -257,3 +257,38 @@ def test_kept_default_answers_equal_the_live_model_and_windows_still_run(fleet: 
     assert "late" in fleet.query("workload_gpu_profile")["workload"].to_list()
     fleet.wh.con.execute('DROP TABLE "workload_gpu_profile__default"')
     assert "late" in fleet.query("workload_gpu_profile")["workload"].to_list()
+
+
+REFERENCE_STATS = """
+SELECT n.cluster, n.namespace, n.workload_kind, n.workload, {
+    'samples': count(*), 'gr_mean': avg(gr_active), 'grq': quantile_cont(gr_active, [0.5, 0.95, 0.99]),
+    'gr_max': max(gr_active_max), 'sm_mean': avg(sm_active), 'smq': quantile_cont(sm_active, [0.95, 0.99]),
+    'sm_max': max(sm_active_max), 'fbq': quantile_cont(fb_used_mib, [0.95, 0.99]), 'fb_max_mib': max(fb_used_max_mib),
+    'peak_p95': quantile_cont(greatest(coalesce(gr_active_max, gr_active), coalesce(sm_active_max, sm_active)), 0.95),
+    'step_s': max(step_s),
+    'max_pushed_down': coalesce(bool_or(gr_active_max > gr_active + 1e-9 OR sm_active_max > sm_active + 1e-9), false),
+    'gpu_memory_mib': max(fb_used_mib + fb_free_mib),
+    'active_fraction': avg(CASE WHEN gr_active > 0.05 THEN 1.0 ELSE 0.0 END)} AS st
+FROM gpu_samples g
+JOIN (SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
+      FROM pod_gpu_allocations GROUP BY ALL) n USING (cluster, namespace, pod)
+WHERE g.pod <> ''
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+def test_sample_stats_in_two_aggregates_equal_the_one_aggregate_definition(fleet: gi.GpuInsight) -> None:
+    """workload_sample_stats computes the statistics as two aggregates (two exact quantiles each,
+    migration 015) put together in one struct: the same struct, field for field and in the same
+    order, as one aggregate of everything; and workload_gpu_profile over a window that holds every
+    sample (computed from the raw samples) equals its answer from the stored statistics."""
+    stored = fleet.wh.con.sql("SELECT * FROM workload_sample_stats ORDER BY ALL").pl()
+    reference = fleet.wh.con.sql(REFERENCE_STATS).pl()
+    assert stored.height == reference.height > 0
+    assert stored.schema == reference.schema  # the struct's fields and their order
+    assert_same_frame(stored.unnest("st"), reference.unnest("st"))
+    whole = fleet.query("workload_gpu_profile").sort("namespace", "workload")
+    windowed = fleet.query("workload_gpu_profile", since="2000-01-01", until="2100-01-01").sort("namespace", "workload")
+    stats = ["samples", "gr_mean", "gr_p50", "gr_p95", "gr_p99", "gr_max", "sm_p95", "sm_p99", "peak_p95",
+             "fb_p95_mib", "fb_p99_mib", "fb_max_mib", "gpu_memory_mib", "active_fraction", "max_pushed_down"]
+    assert_same_frame(whole.select(stats), windowed.select(stats))
