@@ -183,7 +183,8 @@ def load_inventory(g: GpuInsight, files: FleetFiles) -> dict[str, int]:
 
 def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None,
                  cpu: dict[str, float] | None = None) -> dict[str, int]:
-    """Each day's samples in one transaction with the hourly rollup of its hours (as they arrive).
+    """Each day's samples in one transaction with the rollups of its hours (as they arrive: gpu_hourly,
+    gpu_pod_steps).
 
     ``append`` inserts the Parquet file as it is (a bulk import of clean files into a new
     warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
@@ -198,9 +199,9 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
 
     spent = cpu if cpu is not None else {}
     from gpuinsight.sources.series import SAMPLE_KEY
-    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+    from gpuinsight.warehouse.rollup import rebuild_rollups
 
-    rows = {"gpu_samples": 0, "gpu_hourly": 0}
+    rows = {"gpu_samples": 0, "gpu_hourly": 0, "gpu_pod_steps": 0}
     for path in files.samples:
         c0 = cpu_now()
         with g.wh.transaction() as con:
@@ -217,7 +218,8 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
                 rows["gpu_samples"] += int(span["n"].sum())
                 span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
             c1 = cpu_now()
-            rows["gpu_hourly"] += rebuild_gpu_hourly(con, span)
+            for table, n in rebuild_rollups(con, span).items():
+                rows[table] += n
             c2 = cpu_now()
         # storing = inserting + committing (the commit writes the data); the rollup is the rest
         spent["store"] = spent.get("store", 0.0) + (c1 - c0) + (cpu_now() - c2)

@@ -9,7 +9,7 @@ runs in a fresh child process, so its wall time and peak RSS (``wait4`` of that 
 
 1. load: a new warehouse; nodes, pod history and prices merged; each day's samples appended
    (``--load merge``: merged by the collectors' natural key) and its hours rolled up in the same
-   transaction (as a collector does); the kubectl dumps loaded by the dump loader;
+   transaction (as a collector does: gpu_hourly and gpu_pod_steps); the kubectl dumps loaded by the dump loader;
 2. models: every materialized SQL model rebuilt;
 3. recommend: ``gpuinsight recommend --format json`` (rules, actions, the plan stored);
 4. report: ``gpuinsight report --out report.html``;
@@ -132,7 +132,8 @@ def main() -> None:
             r = run_stage("load", [*me, "--stage", "load", "--load", a.load], tmp)
             info = json.loads(r["stdout"].strip().splitlines()[-1])
             r["rows"], r["what"] = info["rows"], (
-                f"gpu_samples; gpu_hourly {info['detail']['gpu_hourly']:,}, pods {info['detail']['pods']:,}, "
+                f"gpu_samples; gpu_hourly {info['detail']['gpu_hourly']:,}, "
+                f"gpu_pod_steps {info['detail'].get('gpu_pod_steps', 0):,}, pods {info['detail']['pods']:,}, "
                 + ", ".join(f"{k.split(':')[1]} {v:,}" for k, v in info["detail"].items()
                             if k.startswith("kubectl:") and k.split(":")[1] in ("queues", "podgroups", "vcjobs",
                                                                                   "node_pools", "pdbs")))

@@ -18,7 +18,8 @@ Each side's whole work is inside its timing, from reading the files to holding t
   (node-hours, pod allocations, allocation-hours, waste-hours, placement, the per-workload
   sample statistics and the kept whole-window ``workload_gpu_profile``), run the two SQL
   models. The product's models compute more than is compared (modes, diurnal swing, pod
-  runtimes, placement), so the comparison leans in pandas' favour.
+  runtimes, placement; and the load rolls the samples up per pod and step as well, the
+  ``gpu_pod_steps`` the input profile reads), so the comparison leans in pandas' favour.
 * pandas: read the same files (only the columns it needs, key strings as categoricals straight
   from Parquet's dictionaries, to give it its best chance), then the same chain: hourly rollup,
   analysis window, node-hours with prices, pod allocations, allocation-hours, waste buckets,

@@ -19,67 +19,91 @@
 --   steps against busy ones. PCIe/NVLink RX and container CPU: means in busy and idle steps,
 --   coverage (share of steps that have them) and their correlation with GR activity over steps
 --   (negative: busy while the GPU waits). cpu_request is the pods' CPU request (cores).
+--   The pod-steps come from gpu_pod_steps (rolled up as samples arrive, migration 014). Runs: for
+--   a workload whose steps all have one length S and lie on one grid (ts = offset + k*S, what a
+--   collector's range queries give), a run is a set of steps of one pod and state whose k minus
+--   their rank within that pod and state is constant (one sort), and the steps observed are the
+--   union of the runs' k ranges; other workloads take the general path (a new run where the
+--   state changes or the previous step is more than a step away; distinct timestamps counted).
 WITH names AS (
     SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
     FROM pod_gpu_allocations
     GROUP BY cluster, namespace, pod
 ),
-steps AS (
-    -- one row per pod and step: the pod's GPUs averaged, its receive rates summed
-    SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.pod, g.ts,
-           max(g.step_s) AS step_s,
-           avg(g.gr_active) AS gr,
-           max(g.gr_active_max) AS gr_max,
-           min(coalesce(g.gr_active_min, g.gr_active)) AS gr_min,
-           bool_or(g.gr_active_min < g.gr_active - 1e-9) AS min_below_mean,
-           avg(g.fb_used_mib) AS fb,
-           sum(g.pcie_rx_bps) AS pcie_rx,
-           sum(g.nvlink_rx_bps) AS nvlink_rx,
-           count(*) AS gpus
-    FROM gpu_samples g
-    JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
-    WHERE g.pod <> '' AND g.mig_instance < 0 AND g.gr_active IS NOT NULL
-      AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
-    GROUP BY ALL
+ids AS MATERIALIZED (
+    SELECT k.pod_key, n.cluster, n.namespace, n.pod, n.workload_kind, n.workload,
+           dense_rank() OVER (ORDER BY n.cluster, n.namespace, n.workload_kind, n.workload) AS wl_id
+    FROM names n JOIN pod_keys k USING (cluster, namespace, pod)
 ),
-lvl AS (
-    SELECT cluster, namespace, workload_kind, workload, quantile_cont(gr_max, 0.95) AS burst_level
-    FROM steps
-    GROUP BY ALL
+steps AS NOT MATERIALIZED (
+    SELECT i.pod_key, i.wl_id, g.ts, g.step_s, g.gr, g.gr_max, g.gr_min, g.min_below_mean,
+           g.fb_mib AS fb, g.pcie_rx_bps AS pcie_rx, g.nvlink_rx_bps AS nvlink_rx
+    FROM gpu_pod_steps g
+    JOIN ids i USING (pod_key)
+    WHERE g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
 ),
-cls AS (
-    SELECT s.*, l.burst_level, c.cpu_cores,
+lvl AS MATERIALIZED (
+    SELECT wl_id, quantile_cont(gr_max, 0.95) AS burst_level,
+           coalesce(min(step_s) = max(step_s) AND min(step_s) > 0
+                    AND min(phase) = max(phase) AND min(phase) >= 0, false) AS on_grid
+    FROM (SELECT wl_id, gr_max, step_s, epoch_us(ts) % (nullif(step_s, 0)::BIGINT * 1000000) AS phase FROM steps)
+    GROUP BY wl_id
+),
+cpu AS (
+    SELECT i.pod_key, c.ts, c.cpu_cores
+    FROM pod_cpu_samples c
+    JOIN ids i USING (cluster, namespace, pod)
+),
+cls AS NOT MATERIALIZED (
+    SELECT s.*, l.burst_level, l.on_grid, c.cpu_cores,
            s.gr >= 0.5 * l.burst_level AS busy,
            s.gr_max < 0.05 AS idle_all_step,
            s.gr_min < 0.05 AND s.gr_max >= 0.5 * l.burst_level AS mixed
     FROM steps s
-    JOIN lvl l USING (cluster, namespace, workload_kind, workload)
-    LEFT JOIN pod_cpu_samples c ON c.cluster = s.cluster AND c.namespace = s.namespace AND c.pod = s.pod
-                               AND c.ts = s.ts
+    JOIN lvl l USING (wl_id)
+    LEFT JOIN cpu c ON c.pod_key = s.pod_key AND c.ts = s.ts
+),
+islands AS MATERIALIZED (
+    SELECT pod_key, busy, count(*) * any_value(step_s) AS len_s, min(slot) AS lo, max(slot) AS hi
+    FROM (SELECT pod_key, busy, step_s, slot, slot - row_number() OVER (PARTITION BY pod_key, busy ORDER BY slot) AS island
+          FROM (SELECT pod_key, busy, step_s, epoch_us(ts) // (nullif(step_s, 0)::BIGINT * 1000000) AS slot
+                FROM cls WHERE on_grid))
+    GROUP BY pod_key, busy, island
+),
+grid_ts AS (
+    SELECT wl_id, sum(greatest(hi - greatest(lo - 1, coalesce(prev_hi, lo - 1)), 0)) AS n_ts
+    FROM (SELECT i.wl_id, s.lo, s.hi,
+                 max(s.hi) OVER (PARTITION BY i.wl_id ORDER BY s.lo ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_hi
+          FROM islands s JOIN ids i USING (pod_key))
+    GROUP BY wl_id
+),
+other_ts AS (
+    SELECT wl_id, count(DISTINCT ts) AS n_ts FROM cls WHERE NOT on_grid GROUP BY wl_id
 ),
 edges AS (
-    -- a new run starts where the state changes or a step is missing
-    SELECT *,
+    SELECT pod_key, ts, step_s, busy,
            CASE WHEN lag(busy) OVER w IS DISTINCT FROM busy
                   OR ts - lag(ts) OVER w > to_seconds(step_s) THEN 1 ELSE 0 END AS new_run
     FROM cls
-    WINDOW w AS (PARTITION BY cluster, namespace, pod ORDER BY ts)
+    WHERE NOT on_grid
+    WINDOW w AS (PARTITION BY pod_key ORDER BY ts)
 ),
 runs AS (
-    SELECT cluster, namespace, workload_kind, workload, pod, busy,
-           count(*) * max(step_s) AS len_s
-    FROM (SELECT *, sum(new_run) OVER (PARTITION BY cluster, namespace, pod ORDER BY ts) AS run_id FROM edges)
-    GROUP BY cluster, namespace, workload_kind, workload, pod, run_id, busy
+    SELECT pod_key, busy, len_s FROM islands
+    UNION ALL
+    SELECT pod_key, busy, count(*) * max(step_s) AS len_s
+    FROM (SELECT *, sum(new_run) OVER (PARTITION BY pod_key ORDER BY ts) AS run_id FROM edges)
+    GROUP BY pod_key, run_id, busy
 ),
 run_stats AS (
-    SELECT cluster, namespace, workload_kind, workload,
+    SELECT i.wl_id,
            count(*) FILTER (WHERE busy) AS busy_runs,
            count(*) FILTER (WHERE NOT busy) AS idle_runs,
            avg(len_s) FILTER (WHERE busy) AS busy_run_mean_s,
            avg(len_s) FILTER (WHERE NOT busy) AS idle_run_mean_s,
            stddev_pop(len_s) FILTER (WHERE NOT busy) / nullif(avg(len_s) FILTER (WHERE NOT busy), 0) AS idle_run_cv
-    FROM runs
-    GROUP BY ALL
+    FROM runs JOIN ids i USING (pod_key)
+    GROUP BY i.wl_id
 ),
 req AS (
     SELECT p.cluster, p.namespace, n.workload_kind, n.workload, median(p.cpu_request) AS cpu_request
@@ -89,9 +113,8 @@ req AS (
     GROUP BY ALL
 ),
 agg AS (
-    SELECT cluster, namespace, workload_kind, workload,
+    SELECT wl_id,
            count(*) AS pod_steps,
-           count(DISTINCT ts) * max(step_s) / 3600.0 AS hours_observed,
            max(step_s) AS step_s,
            coalesce(bool_or(min_below_mean), false) AS min_pushed_down,
            any_value(burst_level) AS burst_level,
@@ -118,12 +141,23 @@ agg AS (
            max(cpu_cores) AS cpu_max_cores,
            corr(gr, cpu_cores) AS cpu_gr_corr
     FROM cls
-    GROUP BY ALL
+    GROUP BY wl_id
+),
+n_ts AS (
+    SELECT * FROM grid_ts UNION ALL SELECT * FROM other_ts
+),
+workloads AS (
+    SELECT DISTINCT wl_id, cluster, namespace, workload_kind, workload FROM ids
 )
-SELECT agg.*, run_stats.busy_runs, run_stats.idle_runs, run_stats.busy_run_mean_s, run_stats.idle_run_mean_s,
+SELECT w.cluster, w.namespace, w.workload_kind, w.workload, agg.pod_steps,
+       n_ts.n_ts::BIGINT * agg.step_s / 3600.0 AS hours_observed,
+       agg.* EXCLUDE (wl_id, pod_steps),
+       run_stats.busy_runs, run_stats.idle_runs, run_stats.busy_run_mean_s, run_stats.idle_run_mean_s,
        run_stats.busy_run_mean_s + run_stats.idle_run_mean_s AS burst_period_s, run_stats.idle_run_cv,
        req.cpu_request
 FROM agg
-LEFT JOIN run_stats USING (cluster, namespace, workload_kind, workload)
+JOIN workloads w USING (wl_id)
+JOIN n_ts USING (wl_id)
+LEFT JOIN run_stats USING (wl_id)
 LEFT JOIN req USING (cluster, namespace, workload_kind, workload)
-ORDER BY agg.namespace, agg.workload
+ORDER BY w.namespace, w.workload, w.cluster, w.workload_kind

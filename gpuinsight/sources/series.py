@@ -51,7 +51,7 @@ from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
 from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.store import merge_spans, set_state
 from gpuinsight.warehouse.db import Warehouse
-from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+from gpuinsight.warehouse.rollup import rebuild_rollups
 
 __all__ = [
     "DCGM_METRICS",
@@ -502,7 +502,7 @@ def _load_one(
                                     schema={"cluster": pl.Utf8, "first_seen": TS, "last_seen": TS})
             merge_spans(wh, con, "clusters", clusters, ["cluster"])
         if samples.height:
-            rows["gpu_hourly"] = rebuild_gpu_hourly(con, samples)
+            rows.update(rebuild_rollups(con, samples))
         cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)

@@ -1,13 +1,21 @@
-"""The hourly rollup of ``gpu_samples`` (``gpu_hourly``), rebuilt for the hours a load touched.
+"""The rollups of ``gpu_samples``, rebuilt for the hours a load touched, inside the load's transaction.
 
-The statement itself is the SQL model ``queries/transforms/rollup_gpu_hourly.sql`` (one
-definition of "hour" and of the step-weighted means for every loader); this module picks the
-hours, deletes them and re-runs the transform for them, inside the caller's transaction.
-A sample row stands for ``[ts, ts + step_s)``, so it belongs to ``date_trunc('hour', ts)``.
+* ``gpu_hourly`` (per GPU or MIG instance, holder pod and hour): the SQL model
+  ``queries/transforms/rollup_gpu_hourly.sql`` (one definition of "hour" and of the
+  step-weighted means for every loader). A sample row stands for ``[ts, ts + step_s)``, so it
+  belongs to ``date_trunc('hour', ts)``.
+* ``gpu_pod_steps`` (per pod and step, what ``workload_input_profile`` reads) and the pod numbers
+  in ``pod_keys``: the table macros ``new_pod_keys`` and ``pod_steps_of`` of migration
+  ``014_pod_steps.sql``.
+
+This module picks the hours, deletes them and re-runs the statements for them. Every loader of
+samples calls :func:`rebuild_rollups` in the transaction that stored them, so a re-collected or
+merged hour is rebuilt from the samples now there and a failed load leaves both as they were.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from functools import lru_cache
 
 import duckdb
@@ -23,29 +31,64 @@ def _transform() -> Query:
     return parse_query_file(queries_dir() / "transforms" / "rollup_gpu_hourly.sql")
 
 
-def rebuild_gpu_hourly(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> int:
-    """Recompute ``gpu_hourly`` for every hour ``samples`` falls in; returns the rows now there.
+def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> dict[str, int]:
+    """Recompute ``gpu_hourly`` and ``gpu_pod_steps`` for every hour ``samples`` falls in.
 
-    With a ``cluster`` column only those clusters' hours are rebuilt (a sharded collection of one
-    cluster leaves the others' rollups alone); without it, every cluster's.
+    Returns the rows now in those hours of each. With a ``cluster`` column only those clusters'
+    hours are rebuilt (a sharded collection of one cluster leaves the others' rollups alone);
+    without it, every cluster's.
     """
+    rows = {"gpu_hourly": 0, "gpu_pod_steps": 0}
     if samples.height == 0:
-        return 0
+        return rows
     bounds = samples.select(pl.col("ts").dt.truncate("1h").min().alias("h0"),
                             pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
     clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
                                   else [None])
-    q = _transform()
-    rows = 0
     for cluster in clusters:
-        scope = [*bounds, cluster]
-        con.execute("DELETE FROM gpu_hourly WHERE hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)",
-                    [*scope, cluster])
-        try:
-            con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1], "cluster": cluster}))
-        except duckdb.Error as exc:
-            raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
-        row = con.execute("SELECT count(*) FROM gpu_hourly WHERE hour BETWEEN ? AND ? "
-                          "AND (?::VARCHAR IS NULL OR cluster = ?)", [*scope, cluster]).fetchone()
-        rows += int(row[0]) if row else 0
+        rows["gpu_hourly"] += _rebuild_hourly(con, bounds, cluster)
+        rows["gpu_pod_steps"] += _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
     return rows
+
+
+def rebuild_gpu_hourly(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> int:
+    """:func:`rebuild_rollups` (both rollups), returning the rows now in ``gpu_hourly``'s hours.
+
+    The name predates ``gpu_pod_steps``; a loader calling it keeps both rollups right.
+    """
+    return rebuild_rollups(con, samples)["gpu_hourly"]
+
+
+def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
+    q = _transform()
+    scope = [*bounds, cluster]
+    con.execute("DELETE FROM gpu_hourly WHERE hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)",
+                [*scope, cluster])
+    try:
+        con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1], "cluster": cluster}))
+    except duckdb.Error as exc:
+        raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
+    row = con.execute("SELECT count(*) FROM gpu_hourly WHERE hour BETWEEN ? AND ? "
+                      "AND (?::VARCHAR IS NULL OR cluster = ?)", [*scope, cluster]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime,
+                       cluster: str | None) -> int:
+    """``gpu_pod_steps`` in ``[ts_from, ts_to)`` rebuilt from the samples there; returns its rows.
+
+    Every pod-step of the range goes, not only those of pods in the batch: a merge may have
+    handed a GPU-step to another pod, leaving the old holder's step with fewer GPUs or none.
+    """
+    scope = [ts_from, ts_to, cluster]
+    try:
+        con.execute("DELETE FROM gpu_pod_steps WHERE ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR pod_key IN "
+                    "(SELECT pod_key FROM pod_keys WHERE cluster = ?))", [*scope, cluster])
+        con.execute("INSERT INTO pod_keys SELECT * FROM new_pod_keys(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)", scope)
+        con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
+                    scope)
+    except duckdb.Error as exc:
+        raise RuntimeFailure(f"014_pod_steps.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
+    row = con.execute("SELECT count(*) FROM gpu_pod_steps WHERE ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR "
+                      "pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))", [*scope, cluster]).fetchone()
+    return int(row[0]) if row else 0
