@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.warehouse import Warehouse
-from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+from gpuinsight.warehouse.rollup import rebuild_rollups
 
 T0 = datetime(2026, 11, 1, 0, 0, 0)
 STEP = 300
@@ -114,4 +114,4 @@ class MiniFleet:
                 wh.merge("podgroups", pl.DataFrame(self.podgroups, infer_schema_length=None),
                          ["cluster", "namespace", "name"], con=con)
             if self.samples:
-                rebuild_gpu_hourly(con, pl.DataFrame(self.samples))
+                rebuild_rollups(con, pl.DataFrame(self.samples))

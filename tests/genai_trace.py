@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.warehouse import Warehouse
-from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+from gpuinsight.warehouse.rollup import rebuild_rollups
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-v2026-genai-serving"
 MEMORY_MIB = 81559.0
@@ -111,7 +111,7 @@ def load_trace(wh: Warehouse, *, gpus_per_node: int = 1, step_s: int = 300, prod
         con.register("_samples", samples.to_arrow())
         con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM _samples")
         con.unregister("_samples")
-        rebuild_gpu_hourly(con, samples.select("ts"))
+        rebuild_rollups(con, samples.select("ts"))
     return {"pods": pods.height, "nodes": nodes.height, "samples": samples.height}
 
 

@@ -196,7 +196,7 @@ def test_lake_on_s3_is_queried_in_place(s3: tuple[str, object], tmp_path: Path,
 def test_rollup_of_one_cluster_leaves_the_others_alone(tmp_path: Path) -> None:
     import polars as pl
 
-    from gpuinsight.warehouse.rollup import rebuild_gpu_hourly
+    from gpuinsight.warehouse.rollup import rebuild_rollups
 
     with Warehouse(tmp_path / "w.duckdb") as wh:
         for cluster, gr in (("east", 0.25), ("west", 0.75)):
@@ -208,9 +208,9 @@ def test_rollup_of_one_cluster_leaves_the_others_alone(tmp_path: Path) -> None:
         # west's samples change under a stale rollup; a rebuild for east's batch must not touch west
         wh.con.execute("UPDATE gpu_samples SET gr_active = 0 WHERE cluster = 'west'")
         with wh.transaction() as con:
-            n = rebuild_gpu_hourly(con, pl.DataFrame({"cluster": ["east"], "ts": [T0]}))
+            n = rebuild_rollups(con, pl.DataFrame({"cluster": ["east"], "ts": [T0]}))["gpu_hourly"]
         assert n == 1
         assert wh.sql("SELECT * FROM gpu_hourly WHERE cluster = 'west' ORDER BY hour").equals(before)
         with wh.transaction() as con:  # without a cluster column: every cluster's hour
-            assert rebuild_gpu_hourly(con, pl.DataFrame({"ts": [T0]})) == 2
+            assert rebuild_rollups(con, pl.DataFrame({"ts": [T0]}))["gpu_hourly"] == 2
         assert wh.sql("SELECT gr_active_avg FROM gpu_hourly WHERE cluster = 'west' AND hour = ?", [T0]).item() == 0

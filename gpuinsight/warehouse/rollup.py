@@ -51,14 +51,6 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> di
     return rows
 
 
-def rebuild_gpu_hourly(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> int:
-    """:func:`rebuild_rollups` (both rollups), returning the rows now in ``gpu_hourly``'s hours.
-
-    The name predates ``gpu_pod_steps``; a loader calling it keeps both rollups right.
-    """
-    return rebuild_rollups(con, samples)["gpu_hourly"]
-
-
 def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
     q = _transform()
     scope = [*bounds, cluster]
