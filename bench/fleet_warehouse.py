@@ -189,7 +189,8 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
     ``append`` inserts the Parquet file as it is (a bulk import of clean files into a new
     warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
     (de-duplicated, idempotent: what ``collect`` does with every batch). ``cpu`` collects the
-    process CPU seconds spent storing samples and rolling them up.
+    process CPU seconds spent storing samples and rolling them up (``rollup``, and per rollup
+    table ``rollup:gpu_hourly`` / ``rollup:gpu_pod_steps``).
     """
     import resource
 
@@ -218,8 +219,11 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
                 rows["gpu_samples"] += int(span["n"].sum())
                 span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
             c1 = cpu_now()
-            for table, n in rebuild_rollups(con, span).items():
+            by_rollup: dict[str, float] = {}
+            for table, n in rebuild_rollups(con, span, cpu_s=by_rollup).items():
                 rows[table] += n
+            for table, seconds in by_rollup.items():
+                spent[f"rollup:{table}"] = spent.get(f"rollup:{table}", 0.0) + seconds
             c2 = cpu_now()
         # storing = inserting + committing (the commit writes the data); the rollup is the rest
         spent["store"] = spent.get("store", 0.0) + (c1 - c0) + (cpu_now() - c2)

@@ -15,6 +15,7 @@ merged hour is rebuilt from the samples now there and a failed load leaves both 
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -31,12 +32,14 @@ def _transform() -> Query:
     return parse_query_file(queries_dir() / "transforms" / "rollup_gpu_hourly.sql")
 
 
-def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> dict[str, int]:
+def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
+                    cpu_s: dict[str, float] | None = None) -> dict[str, int]:
     """Recompute ``gpu_hourly`` and ``gpu_pod_steps`` for every hour ``samples`` falls in.
 
     Returns the rows now in those hours of each. With a ``cluster`` column only those clusters'
     hours are rebuilt (a sharded collection of one cluster leaves the others' rollups alone);
-    without it, every cluster's.
+    without it, every cluster's. ``cpu_s`` (for benchmarks) accumulates the process CPU seconds
+    each rollup took, by table.
     """
     rows = {"gpu_hourly": 0, "gpu_pod_steps": 0}
     if samples.height == 0:
@@ -45,9 +48,14 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> di
                             pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
     clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
                                   else [None])
+    spent = cpu_s if cpu_s is not None else {}
     for cluster in clusters:
+        c0 = time.process_time()
         rows["gpu_hourly"] += _rebuild_hourly(con, bounds, cluster)
+        c1 = time.process_time()
         rows["gpu_pod_steps"] += _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
+        spent["gpu_hourly"] = spent.get("gpu_hourly", 0.0) + c1 - c0
+        spent["gpu_pod_steps"] = spent.get("gpu_pod_steps", 0.0) + time.process_time() - c1
     return rows
 
 
