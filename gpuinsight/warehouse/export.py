@@ -59,6 +59,11 @@ NO_DAY = date(1970, 1, 1)  # the day partition of rows without a timestamp
 EXPORT_MEMORY = "1GB"
 
 
+def _day(day_col: str) -> str:
+    """The day partition of a row: its timestamp's date, NO_DAY without one."""
+    return f'coalesce(CAST("{day_col}" AS DATE), DATE \'{NO_DAY.isoformat()}\')'
+
+
 def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
     """The partition columns and one (WHERE clause, parameters) per partition written in one go.
 
@@ -70,7 +75,7 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
     parts = ["cluster"] if "cluster" in cols else []
     if not day_col:
         return parts, [("TRUE", {})]
-    day = f'coalesce(CAST("{day_col}" AS DATE), DATE \'{NO_DAY.isoformat()}\')'
+    day = _day(day_col)
     keys = ", ".join([*[f'"{p}"' for p in parts], f"{day} AS day"])
     slices = []
     for row in wh.con.sql(f'SELECT DISTINCT {keys} FROM "{table}" ORDER BY ALL').fetchall():
@@ -91,7 +96,7 @@ def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
             if (rows := wh.count(table)) == 0:
                 continue
             parts, slices = _slices(wh, table, day_col)
-            select = "*" if not day_col else f'*, coalesce(CAST("{day_col}" AS DATE), DATE \'{NO_DAY}\') AS day'
+            select = f"*, {_day(day_col)} AS day" if day_col else "*"
             kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
             if parts:
                 kwargs.update(partitioning=parts, partitioning_flavor="hive")

@@ -61,15 +61,13 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
 
 def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
     q = _transform()
-    scope = [*bounds, cluster]
-    con.execute("DELETE FROM gpu_hourly WHERE hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)",
-                [*scope, cluster])
+    where, scope = "hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)", [*bounds, cluster, cluster]
+    con.execute(f"DELETE FROM gpu_hourly WHERE {where}", scope)
     try:
         con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1], "cluster": cluster}))
     except duckdb.Error as exc:
         raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
-    row = con.execute("SELECT count(*) FROM gpu_hourly WHERE hour BETWEEN ? AND ? "
-                      "AND (?::VARCHAR IS NULL OR cluster = ?)", [*scope, cluster]).fetchone()
+    row = con.execute(f"SELECT count(*) FROM gpu_hourly WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -81,14 +79,13 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
     handed a GPU-step to another pod, leaving the old holder's step with fewer GPUs or none.
     """
     scope = [ts_from, ts_to, cluster]
+    where = "ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))"
     try:
-        con.execute("DELETE FROM gpu_pod_steps WHERE ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR pod_key IN "
-                    "(SELECT pod_key FROM pod_keys WHERE cluster = ?))", [*scope, cluster])
+        con.execute(f"DELETE FROM gpu_pod_steps WHERE {where}", [*scope, cluster])
         con.execute("INSERT INTO pod_keys SELECT * FROM new_pod_keys(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)", scope)
         con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
                     scope)
     except duckdb.Error as exc:
         raise RuntimeFailure(f"014_pod_steps.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
-    row = con.execute("SELECT count(*) FROM gpu_pod_steps WHERE ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR "
-                      "pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))", [*scope, cluster]).fetchone()
+    row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", [*scope, cluster]).fetchone()
     return int(row[0]) if row else 0
