@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +17,7 @@ from gpuinsight.actions.eks import Eks
 from gpuinsight.actions.kube import Kube
 from gpuinsight.actions.plan import warehouse_cluster
 from gpuinsight.actions.state import ClusterState
+from gpuinsight.errors import GpuInsightError
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
@@ -57,6 +60,20 @@ def reviewed_state(plan: Plan, wh: Warehouse | None, *, cluster: str | None = No
     return state
 
 
+def _recorded(wh: Warehouse, run: Callable[[], ApplyResult]) -> ApplyResult:
+    """Run an apply or a rollback, then write its audit rows (each committed as the change it
+    records happened) into the file before the result is reported. After a failure the rows are
+    committed all the same; the checkpoint is tried, and its own failure never hides the first."""
+    try:
+        result = run()
+    except BaseException:
+        with contextlib.suppress(GpuInsightError):
+            wh.checkpoint()
+        raise
+    wh.checkpoint()
+    return result
+
+
 def _result_text(plan: Plan, diff: str, result: ApplyResult) -> str:
     lines = [diff, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
     lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
@@ -72,7 +89,7 @@ def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None = None,
     state = prepare_plan(plan, gi.wh, cluster=warehouse_cluster(gi.wh, gi.config.cluster), kube=kube)
     eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
     text = diff_plan(plan, state)
-    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None)
+    result = _recorded(gi.wh, lambda: apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None))
     return _result_text(plan, text, result)
 
 
@@ -85,16 +102,16 @@ def apply_reviewed_from_cli(gi: GpuInsight, plan: Plan, *, context: str | None =
     kube = Kube.from_kubeconfig(context)
     eks = Eks.from_region(eks_region(gi.wh)) if needs_eks(plan) else None
     text = diff_plan(plan, reviewed_state(plan, gi.wh, cluster=gi.config.cluster, kube=kube))
-    result = apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None)
+    result = _recorded(gi.wh, lambda: apply_plan(plan, kube, gi.wh, eks=eks, max_age=max_age, only=only or None))
     return _result_text(plan, text, result)
 
 
-def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: str | None = None) -> str:
+def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: str | None = None, force: bool = False) -> str:
     rows = audit.rows(gi.wh, plan_id, ("applied",))
     ops = {r["operation"] for r in rows}
     kube = Kube.from_kubeconfig(context) if any(not o.startswith("eks:") for o in ops) else None
     eks = Eks.from_region(eks_region(gi.wh)) if any(o.startswith("eks:") for o in ops) else None
-    result = rollback(plan_id, kube, gi.wh, eks=eks)
+    result = _recorded(gi.wh, lambda: rollback(plan_id, kube, gi.wh, eks=eks, force=force))
     lines = [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}: {s.message}" for s in result.steps]
     return "\n".join([*lines, result.summary()])
 

@@ -94,7 +94,6 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
     plan.notes.append("savings ledger: " + ", ".join(f"{k} ${v:,.0f}/month" for k, v in sorted(basis.items()))
                       + f" of a ${plan.spend_monthly_usd:,.0f}/month spend; each node and GPU-hour counted once")
     attach_actions(gi, plan)
-    store_plan(gi.wh, plan)
     return plan
 
 

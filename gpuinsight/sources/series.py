@@ -429,7 +429,10 @@ def load_series(
     the warehouse's nodes and pods before the first batch is asked for.
 
     A crash between batches leaves every committed batch and its cursor; a crash inside one
-    leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits.
+    leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits. In a
+    write session (:mod:`gpuinsight.warehouse.writes`) the batches share its transaction; each
+    one before the last is committed when the next arrives (:meth:`Warehouse.commit_so_far`), so
+    a single-batch load is one transaction with the model rebuild.
     """
     report = LoadReport(source=source, window=window)
     run_id = uuid.uuid4().hex[:12]
@@ -443,7 +446,9 @@ def load_series(
     total = 0
     held = False
     try:
-        for item in series_batches:
+        for i, item in enumerate(series_batches):
+            if i:  # in a write session: the chunks before this one are committed, each whole
+                wh.commit_so_far()
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
             held = held or not batch.advance_cursor
@@ -455,7 +460,11 @@ def load_series(
             if on_commit is not None:
                 on_commit(batch, rows)
     except BaseException as exc:
-        set_state(wh, source, scope, status="failed", details={**info, "error": type(exc).__name__})
+        # in a write session the failure rolls back to the last whole chunk, whose state says
+        # "running" (an interrupted run the next one finishes); a statement in the failed
+        # transaction would only fail again and hide the error
+        if not wh.in_transaction:
+            set_state(wh, source, scope, status="failed", details={**info, "error": type(exc).__name__})
         raise
     report.notes.extend(stats.notes())
     info["dropped_readings"] = stats.dropped.total()

@@ -23,7 +23,7 @@ from gpuinsight.sources.k8s.dumpfile import item_label
 from gpuinsight.sources.k8s.kinds import BY_STEM, KINDS, Kind
 from gpuinsight.sources.k8s.nodes import eks_nodegroup_rows
 from gpuinsight.sources.prices import catalog_gpu_facts
-from gpuinsight.warehouse.db import Warehouse, to_polars
+from gpuinsight.warehouse.db import Warehouse, registered, to_polars
 
 _DUCK_TO_POLARS: dict[str, pl.DataType] = {
     "VARCHAR": pl.Utf8(), "JSON": pl.Utf8(), "INTEGER": pl.Int32(), "BIGINT": pl.Int64(),
@@ -108,11 +108,8 @@ def coalesce_merge(wh: Warehouse, con: duckdb.DuckDBPyConnection, table: str, fr
         else:
             select.append(f'coalesce(b."{c}", t."{c}") AS "{c}"')
     on = " AND ".join(f't."{k}" = b."{k}"' for k in key)
-    con.register("_gi_new", frame.to_arrow())
-    try:
+    with registered(con, "_gi_new", frame.to_arrow()):
         merged = to_polars(con, f'SELECT {", ".join(select)} FROM _gi_new AS b LEFT JOIN "{table}" AS t ON {on}')
-    finally:
-        con.unregister("_gi_new")
     return wh.merge(table, merged.cast(dict(frame.schema)), key, con=con)
 
 
