@@ -18,6 +18,7 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadReport
+from gpuinsight.sources.k8s.checks import checked_rows
 from gpuinsight.sources.k8s.common import MapContext, MapError, to_json, utcnow
 from gpuinsight.sources.k8s.dumpfile import item_label
 from gpuinsight.sources.k8s.kinds import BY_STEM, KINDS, Kind
@@ -146,7 +147,7 @@ def write_objects(
     for kind in KINDS:
         if kind.stem in objects:
             origin, items = objects[kind.stem]
-            rows[kind.stem] = map_objects(kind, items, ctx, origin)
+            rows[kind.stem] = checked_rows(kind, items, map_objects(kind, items, ctx, origin), ctx, origin, report)
     observed_at = ctx.observed_at or ctx.latest or fallback_time or utcnow()
     extra_pools = eks_nodegroup_rows(rows.get("nodes", []), ctx)
     run_id = uuid.uuid4().hex
