@@ -28,25 +28,32 @@ def run_demo(config: Config, out: Path, sample: Path | None = None, *, replace: 
     applied actions and reviewed plans are always kept, and the summary says how many."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
+    created = not Path(config.db_path).exists()
     with GpuInsight(config, rebuild_stale=False) as gi:  # the demo's session rebuilds them
-        text, report, kept = _build(gi, out, sample, replace)
+        text, report, kept = _build(gi, out, sample, replace, created)
     took = time.perf_counter() - started
     return (f"{text}{kept}\n\nwrote {report} and {out / 'recommendations.json'} "
             f"(warehouse {config.db_path}) in {took:.1f} s")
 
 
-def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool) -> tuple[str, Path, str]:
+def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool, created: bool) -> tuple[str, Path, str]:
     from gpuinsight.sources.sample_dir import load_sample_dir
 
     progress = Progress(gi.config.progress)
     progress.stage("loading the sample fleet")
-    with gi.writing():
-        tables = data_tables(gi.wh, gi.registry.model_tables())
-        _check_replaceable(gi, tables, replace)
-        kept = _kept_records(gi)
-        clear_tables(gi.wh, tables)
-        loads = load_sample_dir(gi.wh, gi.config, sample)
-        _mark_demo(gi, tables, sample)
+    try:
+        with gi.writing():
+            tables = data_tables(gi.wh, gi.registry.model_tables())
+            _check_replaceable(gi, tables, replace)
+            kept = _kept_records(gi)
+            clear_tables(gi.wh, tables)
+            loads = load_sample_dir(gi.wh, gi.config, sample)
+            _mark_demo(gi, tables, sample)
+    except BaseException:
+        if created:  # the state before was no file: remove the empty one while still holding it
+            for leftover in (gi.wh.path, Path(f"{gi.wh.path}.wal")):
+                leftover.unlink(missing_ok=True)
+        raise
     progress.stage("running the rules")
     plan = gi.recommend()
     gi.store_plan(plan)

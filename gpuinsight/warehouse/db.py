@@ -290,18 +290,21 @@ class Warehouse:
                 yield self.con
                 if self._inner_failure is not None:
                     raise self._inner_failure
-                try:
-                    self.con.execute("COMMIT")
-                except duckdb.Error as exc:
-                    # DuckDB writes a large transaction into the file at commit (a checkpoint):
-                    # a full disk shows here, and the commit does not happen
-                    raise RuntimeFailure(f"{self.path}: the write could not be committed, the warehouse keeps its "
-                                         f"state from before it: {_one_line(exc)}") from exc
+                self._commit()
             except BaseException as exc:
                 self._rollback(exc)
                 raise
             finally:
                 self._depth, self._inner_failure = 0, None
+
+    def _commit(self) -> None:
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            # DuckDB writes a large transaction into the file at commit (a checkpoint): a full
+            # disk shows here, and the commit does not happen
+            raise RuntimeFailure(f"{self.path}: the write could not be committed, the warehouse keeps its last "
+                                 f"committed state: {_one_line(exc)}") from exc
 
     def _rollback(self, exc: BaseException) -> None:
         try:
@@ -324,7 +327,7 @@ class Warehouse:
                 raise self._inner_failure
             if self.session is not None and self.session.models is not None:
                 self.session.models.invalidate(self.con)
-            self.con.execute("COMMIT")
+            self._commit()
             self.con.execute("BEGIN TRANSACTION")
             if self.session is not None:
                 self.session.commits += 1

@@ -24,7 +24,7 @@ one without changing the path.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -63,6 +63,9 @@ class WriteSession:
     models: ModelBuilder | None
     rebuilt: list[str] = field(default_factory=list)
     commits: int = 0  # intermediate commits (commit_so_far)
+    # bookkeeping to record once a failed session is rolled back (a collection's "failed" state),
+    # each in a transaction of its own; their own failures never hide the session's
+    after_rollback: list[Callable[[], None]] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -75,15 +78,22 @@ def writing(wh: Warehouse, models: ModelBuilder | None = None) -> Iterator[Write
     if wh.session is not None:
         yield wh.session
         return
-    with wh.transaction() as con:
-        session = wh.session = WriteSession(con, models)
-        try:
-            yield session
-            if models is not None:
-                session.rebuilt = models.rebuild(con)
-        finally:
-            wh.session = None
-            wh.schema_changed()  # rebuilt model tables are new tables
+    session = WriteSession(wh.con, models)
+    try:
+        with wh.transaction() as con:
+            wh.session = session
+            try:
+                yield session
+                if models is not None:
+                    session.rebuilt = models.rebuild(con)
+            finally:
+                wh.session = None
+                wh.schema_changed()  # rebuilt model tables are new tables
+    except BaseException:
+        for record in session.after_rollback:
+            with contextlib.suppress(Exception):
+                record()
+        raise
     wh.checkpoint()
 
 
