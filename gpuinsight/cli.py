@@ -379,7 +379,8 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
                 raise BadInput(f"--param {p!r}: expected k=v")
             k, v = p.split("=", 1)
             kv[k.strip()] = v
-        emit_frame(gi.query(name, **kv), fmt)
+        frame = gi.query(name, **kv)
+    emit_frame(frame, fmt)  # after letting go of the file: a reader of a slow pipe holds up no writer
 
 
 # -- recommend / rollback ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ Each file opens with a header of ``-- key: value`` lines::
     -- name: gpu_hourly_utilization
     -- grain: one row per GPU (or MIG instance) per hour
     -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
+    -- param: by VARCHAR IN (namespace, queue) = namespace -- a parameter taking only these values
     -- depends: allocation_hourly
     -- materialize: table
     -- description: what it answers; continuation lines start with "--   ".
