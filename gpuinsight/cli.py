@@ -427,11 +427,19 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
     if plan_file is not None and not do_apply and save_plan is None and not context:
         run_plan_offline(plan_file, fmt=fmt, emit_dir=emit_dir, only=list(only))  # no warehouse needed
         return
+    import contextlib
+    import io
+
     writes = do_apply or save_plan is not None  # the plan store and the audit trail
-    with open_gi(db, need_data=plan_file is None, write=writes, window_days=window_days(window)) as gi:
+    # a reader prints once it has let go of the file (a reader stuck on a full pipe would hold up
+    # writers); a writer's output goes out as it happens
+    output = io.StringIO()
+    with open_gi(db, need_data=plan_file is None, write=writes, window_days=window_days(window)) as gi, \
+            contextlib.redirect_stdout(output) if not writes else contextlib.nullcontext():
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
                       do_apply=do_apply, context=context, save_plan=save_plan, plan_file=plan_file,
                       only=list(only), from_dir=from_dir)
+    click.echo(output.getvalue(), nl=False)
 
 
 @main.command()
