@@ -89,3 +89,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.skipped and not hasattr(report, "wasxfail") and os.environ.get("GPUINSIGHT_NO_SKIPS") == "1":
         report.outcome = "failed"
         report.longrepr = f"skipped under GPUINSIGHT_NO_SKIPS=1 (the whole suite runs every test): {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded sample fleet loaded into a fresh warehouse, models built (compact: a new file
+    with no free blocks). Shared: copy it before writing to it."""
+    import gpuinsight as gi
+
+    db = tmp_path_factory.mktemp("sample-warehouse") / "fleet.duckdb"
+    with gi.open(db) as g:
+        g.load_sample()
+    return db

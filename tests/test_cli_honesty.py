@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import gpuinsight as gi
 from gpuinsight.cli import main
 from tests.faults import GPUINSIGHT
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("fleet") / "fleet.duckdb"
-    with gi.open(db) as g:
-        g.load_sample()
-    return db
+def fleet(sample_warehouse: Path) -> Path:
+    """The sample fleet (tests/conftest.py), only read here."""
+    return sample_warehouse
 
 
 def test_a_bad_parameter_value_is_exit_2_naming_the_choices(fleet: Path) -> None:

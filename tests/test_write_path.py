@@ -108,12 +108,9 @@ def wait_until_open(proc: subprocess.Popen[str], path: Path, timeout: float = 60
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample fleet loaded into a fresh warehouse (compact: no free blocks to reuse)."""
-    db = tmp_path_factory.mktemp("base") / "fleet.duckdb"
-    with gi.open(db) as g:
-        g.load_sample()
-    return db
+def base(sample_warehouse: Path) -> Path:
+    """The sample fleet in a fresh warehouse (tests/conftest.py): copied before any write."""
+    return sample_warehouse
 
 
 @pytest.fixture(scope="module")
