@@ -461,22 +461,23 @@ def rules() -> None:
 @click.option("--upload", default=None, help="s3://bucket/prefix to upload the report to.")
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint for --upload (MinIO and the like).")
 @click.option("--window", default=None, help="Only the last N of data, e.g. 7d (default: everything loaded).")
-@click.option("--cluster", default="default", show_default=True, help="Cluster name shown in the report title.")
+@click.option("--cluster", default=None,
+              help="The report of this cluster alone (default: the whole fleet, its tables grouped by cluster).")
 @rule_settings_options
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Render this plan (from `recommend --save-plan`) instead of running the rules.")
 @handle_errors
 def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
-           window: str | None, cluster: str, config_file: Path | None, sets: tuple[str, ...],
+           window: str | None, cluster: str | None, config_file: Path | None, sets: tuple[str, ...],
            plan_file: Path | None) -> None:
     """The waste & savings report: one self-contained HTML file, with the findings of the rules
     run with the given settings (as `recommend`) or of a saved plan."""
     from gpuinsight.recommend_cli import plan_from_cli
 
-    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window),
-                 cluster=cluster) as gi, gi.reusing_answers():  # the rules' models feed the charts too
+    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window)
+                 ) as gi, gi.reusing_answers():  # the rules' models feed the charts too
         plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
-        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload)
+        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
         click.echo(f"wrote {path}")
 
 

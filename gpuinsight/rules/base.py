@@ -185,6 +185,12 @@ class Plan:
     def __post_init__(self) -> None:
         self.clusters = sorted(set(self.clusters) | {r.cluster for r in self.recommendations})
 
+    def of_cluster(self, cluster: str) -> Plan:
+        """The part of the plan about ``cluster`` (same id, time and notes; its findings only)."""
+        return Plan(self.plan_id, self.created_at, self.catalog, self.window,
+                    [r for r in self.recommendations if r.cluster == cluster], list(self.notes),
+                    self.spend_monthly_usd if self.clusters == [cluster] else None, [cluster])
+
     def by_cluster(self) -> dict[str, list[Recommendation]]:
         """The recommendations per cluster (every cluster of the plan, in name order)."""
         out: dict[str, list[Recommendation]] = {c: [] for c in self.clusters}
