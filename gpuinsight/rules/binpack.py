@@ -114,9 +114,9 @@ class BinpackRule(Rule):
         placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         budgets = pdb_budgets(placement, pdbs)
-        pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # a PDB is its cluster's
         for b in pdbs:
-            pdbs_by_ns[b["namespace"]].append(b)
+            pdbs_by_ns[(cluster_of(b), b["namespace"])].append(b)
         pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         leaving: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for p in placement:
@@ -218,25 +218,30 @@ def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool
     return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
 
 
+def pdb_key(b: dict[str, Any]) -> str:
+    """A PDB's budget name: its cluster's namespace and name (a PDB covers its own cluster's pods)."""
+    return f"pdb:{cluster_of(b)}/{b['namespace']}/{b['name']}"
+
+
 def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
-    """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    pods = LabelIndex(placement, lambda p: p["namespace"], lambda p: as_map(p.get("labels")))
+    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    pods = LabelIndex(placement, lambda p: (cluster_of(p), p["namespace"]), lambda p: as_map(p.get("labels")))
     out = {}
     for b in pdbs:
-        covered = len(pods.covered(b["namespace"], as_map(b.get("selector"))))
-        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
+        covered = len(pods.covered((cluster_of(b), b["namespace"]), as_map(b.get("selector"))))
+        out[pdb_key(b)] = allowed_disruptions(b, covered, covered)
     return out
 
 
-def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
+def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[str, ...]:
     labels = as_map(p.get("labels"))
-    return tuple(f"pdb:{b['namespace']}/{b['name']}" for b in pdbs_by_ns.get(p["namespace"], [])
+    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p["namespace"]), [])
                  if selector_matches(as_map(b.get("selector")), labels))
 
 
 def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
                  pods_on: dict[tuple[str, str], list[dict[str, Any]]], budgets: dict[str, int],
-                 pdbs_by_ns: dict[str, list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
+                 pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
                  settings: dict[str, Any], ctx: PlanContext) -> tuple[PoolProblem, list[dict[str, Any]]]:
     cluster = pool_key[0]
     problem = PoolProblem([], [], dict(budgets))
