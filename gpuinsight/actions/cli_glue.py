@@ -15,7 +15,7 @@ from gpuinsight.actions import audit, model
 from gpuinsight.actions.apply import apply_plan, rollback
 from gpuinsight.actions.audit import ApplyResult
 from gpuinsight.actions.builders import ordered_actions
-from gpuinsight.actions.clusters import action_cluster, per_cluster
+from gpuinsight.actions.clusters import action_cluster, per_cluster, require
 from gpuinsight.actions.diff import diff_plan
 from gpuinsight.actions.eks import Eks
 from gpuinsight.actions.kube import Kube
@@ -66,6 +66,18 @@ def _clusters(plan: Plan, only: list[str] | None = None) -> list[str]:
     return sorted({r.cluster for r in plan.recommendations if not only or r.id in only})
 
 
+def kubes_to_apply(plan: Plan, context: Contexts, only: list[str] | None = None) -> dict[str, Kube]:
+    """A client for every cluster the (chosen) findings change through Kubernetes, checked
+    before anything is read: one context stands for the one such cluster; a cluster with none
+    named is refused (BadInput), never given the current context."""
+    need = sorted({action_cluster(a) for a in ordered_actions(plan, set(only) if only else None)
+                   if a["type"] not in model.INERT_TYPES and a["type"] != "aws-eks"})
+    kubes = kubes_for(context, need)
+    for cluster in need:
+        require(kubes, cluster, what="kube context", flag="--context")
+    return kubes
+
+
 def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = None, dump_dir: Contexts = None) -> str:
     """``recommend``'s diff: against the live clusters (``context``), kubectl dumps (``dump_dir``,
     one folder or {cluster: folder}), or what the warehouse recorded. The plan's actions are
@@ -106,7 +118,7 @@ def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = None,
     first). Each cluster the applied findings are in needs its context."""
     from gpuinsight.actions import prepare_plan
 
-    kubes = kubes_for(context, _clusters(plan, only))
+    kubes = kubes_to_apply(plan, context, only)  # the plan's actions as built from the warehouse
     states = prepare_plan(plan, gi.wh, kube=kubes)
     text = diff_plan(plan, states)
     actions = ordered_actions(plan, set(only) if only else None)
@@ -118,7 +130,7 @@ def apply_reviewed_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = N
                             max_age: timedelta = timedelta(hours=24), only: list[str] | None = None) -> str:
     """A reviewed plan (``--plan FILE``, its signature already checked): apply exactly its
     actions, nothing rebuilt; the drift check compares what it observed with the live objects."""
-    kubes = kubes_for(context, _clusters(plan, only))
+    kubes = kubes_to_apply(plan, context, only)
     text = diff_plan(plan, reviewed_state(plan, gi.wh, kube=kubes))
     actions = ordered_actions(plan, set(only) if only else None)
     result = apply_plan(plan, kubes, gi.wh, eks=eks_for(gi.wh, actions), max_age=max_age, only=only or None)
@@ -137,4 +149,4 @@ def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: Contexts = None)
 
 
 __all__ = ["apply_from_cli", "apply_reviewed_from_cli", "diff_from_cli", "eks_for", "eks_region", "kubes_for",
-           "reviewed_state", "rollback_from_cli"]
+           "kubes_to_apply", "reviewed_state", "rollback_from_cli"]

@@ -75,7 +75,10 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
         rec.evidence["saving_basis"] = KINDS[rec.rule].saving_basis
         rec.evidence["claims"] = ctx.ledger.evidence_for(rec.id)
     ctx.ledger.check({r.id: r.monthly_savings_usd for r in recs})
-    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.id))
+    # equal savings: by what the findings are about (not by id, a hash), so the same stack in
+    # two clusters lists its findings, and emits its steps, in the same order in each
+    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.cluster, r.namespace or "", r.workload or "",
+                             r.node or "", r.queue or "", r.id))
     return recs, ctx
 
 
