@@ -1,10 +1,12 @@
-"""Where the tests find CRDs: the shared reference copies and the KubeRay CRDs vendored here
-(tests/fixtures/kuberay, with their SOURCES.md)."""
+"""Where the tests find CRDs and reference files: copies vendored in this repository
+(tests/fixtures/reference and tests/fixtures/kuberay, each with a SOURCES.md naming its origin),
+so a clone alone runs its whole suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
-VENDORED = Path(__file__).resolve().parent / "fixtures" / "kuberay"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REFERENCE = FIXTURES / "reference"
+VENDORED = FIXTURES / "kuberay"
 CRD_DIRS = (REFERENCE, VENDORED)
