@@ -43,9 +43,12 @@ def eks_region(wh: Warehouse, cluster: str | None = None) -> str | None:
     return None
 
 
-def kubes_for(contexts: Contexts, clusters: Iterable[str]) -> dict[str, Kube]:
-    """A Kubernetes client per cluster that has a context (one context: the one cluster there is)."""
+def kubes_for(contexts: Contexts, clusters: Iterable[str], *, required: Iterable[str] = ()) -> dict[str, Kube]:
+    """A Kubernetes client per cluster that has a context (one context: the one cluster there
+    is); every cluster in ``required`` must have one (checked before any client is made)."""
     named = per_cluster(contexts, clusters, what="kube context", flag="--context")
+    for cluster in sorted(set(required)):
+        require(named, cluster, what="kube context", flag="--context")
     made: dict[str, Kube] = {}
     for ctx in sorted(set(named.values())):
         made[ctx] = Kube.from_kubeconfig(ctx)
@@ -72,10 +75,7 @@ def kubes_to_apply(plan: Plan, context: Contexts, only: list[str] | None = None)
     named is refused (BadInput), never given the current context."""
     need = sorted({action_cluster(a) for a in ordered_actions(plan, set(only) if only else None)
                    if a["type"] not in model.INERT_TYPES and a["type"] != "aws-eks"})
-    kubes = kubes_for(context, need)
-    for cluster in need:
-        require(kubes, cluster, what="kube context", flag="--context")
-    return kubes
+    return kubes_for(context, need, required=need)
 
 
 def diff_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = None, dump_dir: Contexts = None) -> str:
@@ -142,7 +142,7 @@ def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: Contexts = None)
     rows = audit.rows(gi.wh, plan_id, ("applied",))
     actions = [r["applied"].get("action") or {} for r in rows]
     kube_clusters = {action_cluster(a) for a in actions if a.get("type") != "aws-eks"}
-    kubes = kubes_for(context, kube_clusters) if kube_clusters and context else None
+    kubes = kubes_for(context, kube_clusters, required=kube_clusters) if kube_clusters and context else None
     result = rollback(plan_id, kubes, gi.wh, eks=eks_for(gi.wh, actions))
     lines = [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}: {s.message}" for s in result.steps]
     return "\n".join([*lines, result.summary()])
