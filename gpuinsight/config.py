@@ -15,6 +15,9 @@ DEFAULT_DB = "gpuinsight.duckdb"
 # Long enough for a collection of a day of a large fleet to finish (docs/performance.md), short
 # enough that a scheduled job stuck behind a hung writer fails the same hour.
 DEFAULT_LOCK_TIMEOUT_S = 600.0
+# the cluster name rows are stored under when no --cluster is given (and findings of frames
+# without a cluster column belong to)
+DEFAULT_CLUSTER = "default"
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class PrometheusConfig:
 @dataclass(frozen=True)
 class Config:
     db_path: Path = Path(DEFAULT_DB)
-    cluster: str = "default"
+    cluster: str = DEFAULT_CLUSTER
     catalog: str | None = None               # price catalog name; None = newest loaded
     window_days: float | None = None          # analysis window: the last N days of data; None = all
     # DuckDB's memory limit (a size like "8GB" or a share of RAM like "25%"; docs/performance.md);
