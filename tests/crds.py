@@ -1,5 +1,5 @@
-"""Where the tests find CRDs: the shared reference copies and the KubeRay CRDs vendored here
-(tests/fixtures/kuberay, with their SOURCES.md)."""
+"""Where the tests find CRDs: the shared reference copies and the KubeRay and Kueue CRDs vendored
+here (tests/fixtures/kuberay, tests/fixtures/kueue, with their SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -7,4 +7,5 @@ from pathlib import Path
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 VENDORED = Path(__file__).resolve().parent / "fixtures" / "kuberay"
-CRD_DIRS = (REFERENCE, VENDORED)
+KUEUE = Path(__file__).resolve().parent / "fixtures" / "kueue"
+CRD_DIRS = (REFERENCE, VENDORED, KUEUE)
