@@ -60,7 +60,7 @@ u AS (
 )
 SELECT
     x.cluster, x.hour, x.uid, x.namespace, x.pod, x.workload_kind, x.workload, x.node, x.node_pool,
-    x.capacity_type, x.instance_type, x.zone, x.gpu_model, x.queue, x.podgroup, x.vcjob, x.team,
+    x.capacity_type, x.instance_type, x.zone, x.gpu_model, x.queue, x.cluster_queue, x.podgroup, x.vcjob, x.team,
     x.alloc_kind, x.fractional, x.gpu_request, x.mig_profile, x.mig_request, x.gpus,
     x.covered_s,
     (x.gpus * x.covered_s - coalesce(c.cut_s, 0)) / 3600.0 AS gpu_hours,

@@ -1,7 +1,7 @@
 -- name: pod_gpu_allocations
 -- grain: one row per pod (uid) that held GPUs on a node in the window
 -- materialize: table
--- depends: analysis_window, pod_gpu_shares
+-- depends: analysis_window, pod_gpu_shares, kueue_pod_queues
 -- description: who held which GPUs, when. gpus is in whole-GPU equivalents, the sum of the pod's
 --   pod_gpu_shares: nvidia.com/gpu counts 1 each (1/replicas on a time-sliced or MPS node); a MIG
 --   slice counts compute_slices/7 of its GPU (1g.10gb = 1/7); HAMi, Volcano vGPU, KAI fractions
@@ -13,6 +13,7 @@
 --   its last sample. Whether a pod is production is a rule setting, not SQL: the priority
 --   class, labels, annotations and namespace it is decided from are passed on (see
 --   docs/rules.md, "Production"). team is the pod's team label, else its namespace.
+--   cluster_queue is the Kueue ClusterQueue the pod was admitted to (kueue_pod_queues).
 WITH w AS (SELECT * FROM analysis_window),
 s AS (
     SELECT cluster, uid, sum(gpus) AS gpus, arg_max(kind, gpus) AS alloc_kind,
@@ -44,7 +45,7 @@ SELECT
     coalesce(p.workload, p.name) AS workload,
     p.node, n.node_pool, n.capacity_type, n.instance_type, n.zone,
     coalesce(n.gpu_model, '') AS gpu_model,
-    p.queue, p.podgroup, p.vcjob, p.priority_class, p.phase,
+    p.queue, kq.cluster_queue, p.podgroup, p.vcjob, p.priority_class, p.phase,
     p.whole_gpus AS gpu_request, p.mig_profile, p.mig_slices AS mig_request,
     p.share_gpus AS gpus, p.alloc_kind, p.fractional, p.share_basis,
     greatest(p.t_start, w.window_start) AS start_ts,
@@ -55,4 +56,5 @@ SELECT
 FROM p
 JOIN w ON w.cluster = p.cluster
 LEFT JOIN nodes n ON n.cluster = p.cluster AND n.node = p.node
+LEFT JOIN kueue_pod_queues kq ON kq.cluster = p.cluster AND kq.uid = p.uid
 WHERE least(p.t_end, w.window_end) > greatest(p.t_start, w.window_start)

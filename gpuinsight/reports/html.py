@@ -1,7 +1,7 @@
 """The waste & savings report: one self-contained HTML file (plus optional PNG/SVG charts).
 
 Headline numbers first (monthly spend, waste, potential savings; the window and the price
-catalog stated once under them), then who wastes it (per namespace and per queue), the
+catalog stated once under them), then who wastes it (per namespace, per queue, per Kueue ClusterQueue), the
 charts, and the findings table. Vega, Vega-Lite and Vega-Embed are inlined, so the file
 opens with no network and no CDN.
 
@@ -72,7 +72,9 @@ def _build_report(gi: ReportSource, plan: Any) -> Report:
     tables = []
     if factor:
         tables = [waste_table(by_ns, by="namespace", factor=factor),
-                  waste_table(by_queue, by="queue", factor=factor)]
+                  waste_table(by_queue, by="queue", factor=factor),
+                  # Kueue: by the ClusterQueue the pods were admitted to, where Kueue is there
+                  waste_table(gi.query("waste_breakdown", by="cluster_queue"), by="ClusterQueue", factor=factor)]
         tables = [tables[0]] + [t for t in tables[1:] if has_groups(t)]
     built = [
         ("savings-by-rule", charts.savings_by_rule(recs)),

@@ -115,3 +115,17 @@ CREATE TABLE IF NOT EXISTS kueue_quota_samples (
     step_s         INTEGER,
     PRIMARY KEY (cluster, cluster_queue, flavor, resource, ts)
 );
+
+-- cost_group gains the Kueue ClusterQueue a holder's pods were admitted to ('cluster_queue')
+CREATE OR REPLACE MACRO cost_group(by_dim, g_namespace, g_queue, g_workload, g_node_pool, g_node, g_team,
+                                   g_cluster_queue) AS
+    CASE by_dim
+        WHEN 'namespace' THEN g_namespace
+        WHEN 'queue' THEN coalesce(g_queue, CASE WHEN g_namespace IS NOT NULL THEN '(no queue)' END)
+        WHEN 'cluster_queue' THEN coalesce(g_cluster_queue, CASE WHEN g_namespace IS NOT NULL THEN '(no ClusterQueue)' END)
+        WHEN 'workload' THEN g_namespace || '/' || g_workload
+        WHEN 'node_pool' THEN coalesce(g_node_pool, '(no pool)')
+        WHEN 'node' THEN g_node
+        WHEN 'team' THEN g_team
+        ELSE error('by must be one of namespace, queue, cluster_queue, workload, node_pool, node, team')
+    END;

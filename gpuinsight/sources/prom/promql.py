@@ -266,6 +266,14 @@ def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher], pod_key: str = P
     return out
 
 
+def kueue_exprs(step: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+    """Kueue's ClusterQueue quota series (usage, reservation, nominal quota) per step; empty
+    answers where Kueue is not installed or not scraped."""
+    from gpuinsight.sources.kueue_metrics import METRICS
+
+    return [(f"last_over_time({selector(m, matchers)}[{dur(step)}])", m) for m in METRICS]
+
+
 def chunk_grid(t0: int, t1: int, step: int, steps_per_chunk: int) -> list[tuple[int, int]]:
     """Split the evaluation grid t0..t1 (multiples of step) into chunks of at most N points."""
     out = []
