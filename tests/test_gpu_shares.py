@@ -278,3 +278,41 @@ def test_random_fleets_shares_never_exceed_a_gpu_nor_its_price(tmp_path: Path, s
                            FROM allocation_hourly a""").rows()
         for _, _, billed, share_price in per_pod:  # a pod never pays more than its share of a GPU's price
             assert billed <= share_price + 1e-9
+
+
+# -- HAMi's per-container metrics: per-pod activity on GPUs dcgm-exporter sees without pods ------------
+
+HAMI_METRICS = Path(__file__).parent / "fixtures" / "real" / "hami"
+
+
+def test_hami_container_metrics_measure_the_pods(tmp_path: Path) -> None:
+    from gpuinsight.sources.openmetrics import load_openmetrics
+
+    g = open_fleet(tmp_path, kueue_hami_cluster())
+    with g:
+        for minute in range(0, 120, 5):  # a scrape every 5 minutes over the two hours
+            path = tmp_path / f"s{minute}.prom"
+            path.write_text((HAMI_METRICS / "vgpumonitor-2.9-constructed.prom").read_text())
+            load_openmetrics(g.wh, CFG, path, default_ts=T0 + timedelta(minutes=minute))
+        g.refresh()
+        rows = g.sql("SELECT pod, avg(gr_active), max(fb_used_mib), any_value(node) FROM gpu_samples "
+                     "WHERE gpu_uuid = ? GROUP BY pod ORDER BY pod", [GPU0]).rows()
+        assert rows == [("gpu-burn-6d4f9c7b8d-bx2k0", pytest.approx(0.4), 600.0, "node67-4v100"),
+                        ("gpu-burn-6d4f9c7b8d-cx2k1", pytest.approx(0.1), 300.0, "node67-4v100"),
+                        ("gpu-burn-6d4f9c7b8d-dx2k2", 0.0, 0.0, "node67-4v100")]
+        buckets = dict(g.sql("SELECT bucket, sum(gpu_hours) FROM waste_hourly WHERE namespace = 'kueue-test' "
+                             "GROUP BY 1").rows())
+        # each replica's 0.3 GPU share is measured now: used / underused by its own activity, idle at 0 %
+        assert buckets["used"] == pytest.approx(0.3 * 2 * (0.4 + 0.1), rel=0.05)
+        assert buckets["idle"] == pytest.approx(0.3 * 2, rel=0.05) and "unmeasured" not in buckets
+
+
+def test_hami_legacy_metrics_read_like_the_new_ones(tmp_path: Path) -> None:
+    """A real vGPUmonitor scrape (legacy names; w7panel-server's test data): one idle container."""
+    from gpuinsight.sources.openmetrics import load_openmetrics
+
+    with gi.open(tmp_path / "w.duckdb") as g:
+        report = load_openmetrics(g.wh, CFG, HAMI_METRICS / "vgpumonitor-legacy.prom", default_ts=T0)
+        assert report.rows["gpu_samples"] == 1
+        assert g.sql("SELECT gpu_uuid, namespace, pod, gr_active, fb_used_mib FROM gpu_samples").row(0) == (
+            "GPU-59ab1128-3130-b95a-9870-4bd748926e97", "default", "gpu-cxeyttpu-5bc96fc469-8q2zb", 0.0, 0.0)

@@ -169,16 +169,18 @@ def test_kueue_metrics_are_the_queues_use_where_collected(tmp_path: Path) -> Non
             "nvidia.com/gpumem": ("metrics", 3072)}
 
 
-def test_kueue_metrics_through_a_real_prometheus(tmp_path: Path) -> None:
-    """The same series scraped every 30 s for an hour (with the KSM lines placing a node), read
-    back by the collector's queries."""
+def test_kueue_and_hami_metrics_through_a_real_prometheus(tmp_path: Path) -> None:
+    """The same series scraped every 30 s for an hour (with the KSM lines placing a node, and a real
+    HAMi vGPUmonitor scrape), read back by the collector's queries."""
     from gpuinsight.config import PrometheusConfig
     from gpuinsight.sources.openmetrics import parse_exposition
     from gpuinsight.sources.prometheus import PrometheusSource
 
     start = (T0 - datetime(1970, 1, 1)).total_seconds()
     ksm = Path(__file__).parent / "fixtures" / "real" / "ksm" / "exporter-pods-constructed.prom"
-    frame = parse_exposition(METRICS.read_bytes() + b"\n" + ksm.read_bytes(), default_ts=T0)
+    hami = Path(__file__).parent / "fixtures" / "real" / "hami" / "vgpumonitor-legacy.prom"
+    frame = parse_exposition(METRICS.read_bytes() + b"\n" + ksm.read_bytes() + b"\n" + hami.read_bytes(),
+                             default_ts=T0)
     series = []
     for r in frame.iter_rows(named=True):
         labels = {k: v for k, v in r.items() if k not in ("metric", "ts", "value", "@line") and v is not None}
@@ -190,6 +192,9 @@ def test_kueue_metrics_through_a_real_prometheus(tmp_path: Path) -> None:
             PrometheusSource(cfg).collect(g.wh, T0, T0 + timedelta(hours=1), 300)
             rows = g.sql("SELECT resource, count(*), max(usage), max(nominal_quota) FROM kueue_quota_samples "
                          "WHERE cluster_queue = 'hami-queue' GROUP BY 1 ORDER BY 1").rows()
+            hami_rows = g.sql("SELECT pod, count(*), max(gr_active) FROM gpu_samples WHERE gpu_uuid = "
+                              "'GPU-59ab1128-3130-b95a-9870-4bd748926e97' GROUP BY 1").rows()
+    assert hami_rows == [("gpu-cxeyttpu-5bc96fc469-8q2zb", 12, 0.0)]
     assert rows == [("nvidia.com/gpu", 12, 3.0, 20.0), ("nvidia.com/gpucores", 12, 90.0, None),
                     ("nvidia.com/gpumem", 12, 3072.0, None)]
 
