@@ -265,3 +265,14 @@ def test_random_kueue_queues_never_cut_below_a_live_workload(seed: int) -> None:
                 assert reach >= r["used_max"] - 1e-9, (seed, q, r)
             if q.get("lending_limit") is not None:
                 assert q["lending_limit"] <= q["nominal_quota"]
+
+
+def test_reloading_the_kueue_dump_is_idempotent(tmp_path: Path) -> None:
+    folder = write_dump(tmp_path / "dump", kueue_hami_cluster())
+    tables = ("kueue_cluster_queues", "kueue_local_queues", "kueue_resource_flavors", "kueue_workloads", "pods",
+              "nodes", "k8s_snapshots")
+    with gi.open(tmp_path / "w.duckdb") as g:
+        load_dump_dir(g.wh, CFG, folder, observed_at=AS_OF)
+        before = {t: g.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
+        load_dump_dir(g.wh, CFG, folder, observed_at=AS_OF)
+        assert {t: g.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables} == before
