@@ -91,7 +91,8 @@ def test_real_hami_pods_claim_their_device_share() -> None:
     assert claims == '[{"cores":30.0,"count":1.0,"device":null,"kind":"vgpu","mem_mib":3000.0}]'
 
 
-def test_kai_fraction_pods_are_billed_and_their_reservation_pod_is_not(tmp_path: Path) -> None:
+@pytest.mark.parametrize("live", [False, True], ids=["dump", "live"])
+def test_kai_fraction_pods_are_billed_and_their_reservation_pod_is_not(tmp_path: Path, live: bool) -> None:
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "a100-1", "uid": "n-a100", "creationTimestamp": iso(T0 - timedelta(days=1)),
                          "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "1"}},
@@ -108,7 +109,7 @@ def test_kai_fraction_pods_are_billed_and_their_reservation_pod_is_not(tmp_path:
                                                              "requests": {"nvidia.com/gpu": 1}}}]},
                               "a100-1", labels={"app": "kai-resource-reservation", **group},
                               annotations={"run.ai/reserve_for_gpu_index": "GPU-4ab2c6e1"})
-    g = open_fleet(tmp_path, {"nodes": [node], "pods": [*pods, reservation]})
+    g = open_fleet(tmp_path, {"nodes": [node], "pods": [*pods, reservation]}, live=live)
     with g:
         alloc = dict(g.sql("SELECT pod, gpus FROM pod_gpu_allocations").rows())
         assert alloc == {"gpu-sharing-0": 0.5, "gpu-sharing-1": 0.5}  # the reservation holds nothing itself
@@ -159,7 +160,8 @@ def test_shares_of_one_gpu_never_cost_more_than_it(tmp_path: Path) -> None:
         assert node["total_usd"] == pytest.approx(g.sql("SELECT sum(cost_usd) FROM node_hours").item())
 
 
-def test_gpu_shared_pods_are_allocated(tmp_path: Path) -> None:
+@pytest.mark.parametrize("live", [False, True], ids=["dump", "live"])
+def test_gpu_shared_pods_are_allocated(tmp_path: Path, live: bool) -> None:
     """The device plugin's renameByDefault: nvidia.com/gpu.shared, 10 replicas per GPU."""
     node = docs("device-plugin-gpu-shared-node.yaml")[0]
     spec = {"containers": [{"name": "cuda", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
@@ -167,12 +169,13 @@ def test_gpu_shared_pods_are_allocated(tmp_path: Path) -> None:
     pods = [running_pod(f"shared-{i}", "team", spec, node["metadata"]["name"]) for i in range(3)]
     row = node_row(node, CTX)
     assert (row["gpu_count"], row["gpu_replicas"], row["gpu_model"]) == (8, 10, "A100-40GB")
-    g = open_fleet(tmp_path, {"nodes": [node], "pods": pods})
+    g = open_fleet(tmp_path, {"nodes": [node], "pods": pods}, live=live)
     with g:
         rows = g.sql("SELECT pod, gpus, alloc_kind, fractional FROM pod_gpu_allocations ORDER BY pod").rows()
         assert rows == [(f"shared-{i}", pytest.approx(0.1), "timeslice", True) for i in range(3)]
         cb = {r["group"]: r for r in g.query("chargeback", by="namespace").to_dicts()}
-        assert cb["team"]["gpu_hours"] == pytest.approx(0.3 * 2)
+        hours = g.query("fleet_summary").row(0, named=True)["hours"]
+        assert cb["team"]["gpu_hours"] == pytest.approx(0.3 * hours)
 
 
 def test_dra_claim_shared_by_two_pods(tmp_path: Path) -> None:
@@ -196,6 +199,41 @@ def test_dra_claim_shared_by_two_pods(tmp_path: Path) -> None:
         with g:
             rows = g.sql("SELECT pod, gpus, alloc_kind, fractional FROM pod_gpu_allocations ORDER BY pod").rows()
             assert rows == [("pod1", 0.5, "dra", True), ("pod2", 0.5, "dra", True)]
+
+
+def test_volcano_vgpu_and_gke_sharing(tmp_path: Path) -> None:
+    """Volcano vGPU (HAMi's format under volcano.sh names) and GKE's time-sharing and MIG partitions."""
+    vc_node = {"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "a30-1", "uid": "n-a30", "creationTimestamp": iso(T0 - timedelta(days=1)),
+                            "annotations": {"volcano.sh/node-vgpu-register":
+                                            "GPU-76f93f2b-8cd8-4dd0-e555-56418bde1457,10,24576,NVIDIA-A30,true:"}},
+               "status": {"capacity": {"volcano.sh/vgpu-number": "10"}}}
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {
+        "volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 6144, "volcano.sh/vgpu-cores": 10}}}]}
+    decided = running_pod("vgpu-0", "ml", spec, "a30-1", annotations={
+        "volcano.sh/vgpu-ids-new": "GPU-76f93f2b-8cd8-4dd0-e555-56418bde1457,NVIDIA,6144,10:"})
+    pending = running_pod("vgpu-1", "ml", spec, "a30-1")  # no decision recorded: its requests say it
+    gke = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4", "cloud.google.com/gke-nodepool": "shared",
+           "cloud.google.com/gke-gpu-sharing-strategy": "time-sharing",
+           "cloud.google.com/gke-max-shared-clients-per-gpu": "2"}
+    ts_node = {"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "gke-ts", "uid": "n-ts", "creationTimestamp": iso(T0 - timedelta(days=1)),
+                            "labels": gke}, "status": {"capacity": {"nvidia.com/gpu": "4"}}}
+    mig_node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "gke-mig", "uid": "n-mig", "creationTimestamp": iso(T0 - timedelta(days=1)),
+                             "labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+                                        "cloud.google.com/gke-gpu-partition-size": "1g.5gb"}},
+                "status": {"capacity": {"nvidia.com/gpu": "7"}}}
+    one = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+    pods = [decided, pending, running_pod("ts-0", "web", one, "gke-ts"), running_pod("mig-0", "web", one, "gke-mig")]
+    assert (node_row(ts_node, CTX)["gpu_count"], node_row(mig_node, CTX)["gpu_count"]) == (2, 1)
+    assert node_row(vc_node, CTX)["gpu_count"] == 1 and node_row(vc_node, CTX)["sharing_strategy"] == "volcano-vgpu"
+    g = open_fleet(tmp_path, {"nodes": [vc_node, ts_node, mig_node], "pods": pods})
+    with g:
+        rows = dict((r[0], r[1:]) for r in g.sql(
+            "SELECT pod, gpus, alloc_kind FROM pod_gpu_allocations ORDER BY pod").rows())
+    assert rows == {"vgpu-0": (0.25, "vgpu"), "vgpu-1": (0.25, "vgpu"),  # 6 of 24 GiB > 10 % of the cores
+                    "ts-0": (0.5, "timeslice"), "mig-0": (pytest.approx(1 / 7), "mig")}
 
 
 def test_a_malformed_share_annotation_is_bad_input(tmp_path: Path) -> None:

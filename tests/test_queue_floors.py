@@ -99,3 +99,20 @@ def test_collect_kubernetes_as_of(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--as-of '1970-01-01': 1970-01-01T00:00:00 is before 2000" in res.output
     res = CliRunner().invoke(main, ["--db", str(db), "collect", "kubernetes", "--as-of", "2h"])
     assert res.exit_code == 2 and "--as-of dates kubectl dumps" in res.output
+
+
+def test_the_3426_job_read_live_holds_the_floor(tmp_path: Path) -> None:
+    """The same objects listed by the API server (the loopback fake): the read is dated now."""
+    from gpuinsight.sources.kubernetes import collect_live
+    from tests.k8s_server import FakeKubeAPI
+
+    queue = yaml.safe_load((REAL / "volcano-3426-queue.yaml").read_text())
+    job = yaml.safe_load((REAL / "volcano-3426-job.yaml").read_text())
+    with fleet(tmp_path) as g:
+        with FakeKubeAPI(crds=("volcano",)).load(queues=[queue], vcjobs=[job]) as api:
+            collect_live(g.wh, Config(cluster="real"), kubeconfig=api.write_kubeconfig(tmp_path))
+        g.refresh()
+        q = g.query("queue_usage").filter(g.query("queue_usage")["queue"] == "a800").row(0, named=True)
+        assert q["largest_gang_gpus"] == 3.0
+        rec = queue_finding(g, "a800")
+        assert rec is not None and rec["proposed"]["capability"]["nvidia.com/gpu"] >= 3
