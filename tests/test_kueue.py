@@ -276,3 +276,29 @@ def test_reloading_the_kueue_dump_is_idempotent(tmp_path: Path) -> None:
         before = {t: g.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
         load_dump_dir(g.wh, CFG, folder, observed_at=AS_OF)
         assert {t: g.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables} == before
+
+
+def test_the_cluster_queue_change_applies_and_rolls_back(hami: gi.GpuInsight, tmp_path: Path) -> None:
+    """Through the loopback API server that refuses what a real one refuses (Kueue's CRD schema on
+    every write, the server-side dry run first), then rolled back."""
+    from datetime import UTC
+
+    from gpuinsight.actions import apply_plan, attach_actions, rollback
+    from gpuinsight.actions.kube import Kube
+    from gpuinsight.rules.base import Plan
+    from tests.k8s_apply_server import ApplyKubeAPI, live_state
+
+    [rec] = [r for r in hami.recommend().recommendations if r.rule == "queue"]
+    api = ApplyKubeAPI(crd_dir=KUEUE, crds=("kueue-v1beta1",))
+    api.add("clusterqueues", *of_kind(docs("kueue-hami.yaml"), "ClusterQueue"))
+    with api, gi.open(tmp_path / "apply.duckdb") as g:
+        plan = Plan("plan-kueue", datetime.now(UTC), "test", (None, None), [rec])
+        attach_actions(plan, live_state(api), strict=True)
+        apply_plan(plan, Kube(api.client()), g.wh)
+        stored = api.objects[("kueue.x-k8s.io", "v1beta1", "clusterqueues")][0]
+        quotas = {r["name"]: r["nominalQuota"] for r in stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+        assert quotas["nvidia.com/gpu"] == int(rec.proposed["quotas"][0]["nominal_quota"])
+        assert any(r.query.get("dryRun") == ["All"] for r in api.requests if r.method == "PATCH")
+        rollback(plan.plan_id, Kube(api.client()), g.wh)
+        stored = api.objects[("kueue.x-k8s.io", "v1beta1", "clusterqueues")][0]
+        assert stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 20
