@@ -4,8 +4,8 @@ Runs the openb default trace (tune 1.3) for each policy over a few seeds and pri
 median over seeds of: unallocated GPU % at 100% arrived load, fragmented GPU % of capacity at 50%
 load, next to the medians of the published runs (10 seeds), plus our runtime per run.
 
-    python bench/fgd_compare.py                 # 3 seeds, all policies, a few minutes on one core
-    python bench/fgd_compare.py --seeds 10 --policies fgd,best-fit
+    python bench/fgd_compare.py --traces DIR    # 3 seeds, all policies, a few minutes on one core
+    python bench/fgd_compare.py --traces DIR --seeds 10 --policies fgd,best-fit
 
 This prints figures; it is not a test.
 """
@@ -25,7 +25,6 @@ sys.path.insert(0, str(REPO))
 from gpuinsight.simulate import list_policies, load_nodes, load_pods, simulate  # noqa: E402
 from gpuinsight.simulate.cluster import Cluster  # noqa: E402
 
-TRACES = REPO.parent / "shared" / "traces"
 PUBLISHED_NAMES = {
     "random": "01-Random",
     "dot-product": "02-DotProd",
@@ -65,7 +64,9 @@ def fmt(x: float | None, width: int = 7) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--traces", type=Path, default=TRACES, help="directory holding the two trace folders")
+    ap.add_argument("--traces", type=Path, required=True,
+                    help="directory holding alibaba-gpu-v2023-openb/ and fgd-atc23-simulator-results/ (the public "
+                         "trace and the FGD simulator's cached results; see sample_data/openb/README.md)")
     ap.add_argument("--workload", default="openb_pod_list_default")
     ap.add_argument("--nodes", default="openb_node_list_gpu_node.csv")
     ap.add_argument("--seeds", type=int, default=3, help="number of seeds, starting at --first-seed")

@@ -1,11 +1,13 @@
-"""Where the tests find CRDs: the shared reference copies and the KubeRay and Kueue CRDs vendored
-here (tests/fixtures/kuberay, tests/fixtures/kueue, with their SOURCES.md)."""
+"""Where the tests find CRDs and reference files: copies vendored in this repository
+(tests/fixtures/reference, tests/fixtures/kuberay and tests/fixtures/kueue, each with a SOURCES.md
+naming its origin), so a clone alone runs its whole suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
-VENDORED = Path(__file__).resolve().parent / "fixtures" / "kuberay"
-KUEUE = Path(__file__).resolve().parent / "fixtures" / "kueue"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REFERENCE = FIXTURES / "reference"
+VENDORED = FIXTURES / "kuberay"
+KUEUE = FIXTURES / "kueue"
 CRD_DIRS = (REFERENCE, VENDORED, KUEUE)

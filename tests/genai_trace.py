@@ -1,4 +1,4 @@
-"""The Alibaba GenAI serving trace (GenTD26, ``../shared/traces/alibaba-v2026-genai-serving``)
+"""The Alibaba GenAI serving trace (GenTD26; the two archives vendored in ``tests/fixtures/traces``)
 as a warehouse the rules read.
 
 The trace gives, per pod (``container_ip``), GPU duty cycle (%) and GPU memory used (bytes)
@@ -23,7 +23,7 @@ import polars as pl
 from gpuinsight.warehouse import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
 
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-v2026-genai-serving"
+TRACE = Path(__file__).resolve().parent / "fixtures" / "traces" / "alibaba-v2026-genai-serving"
 MEMORY_MIB = 81559.0
 CLUSTER = "genai"
 SHAPES = {1: ("p5.4xlarge", 6.88), 8: ("p5.48xlarge", 55.04)}

@@ -31,7 +31,7 @@ PHASE_OF_PATH = [("/configmaps/", 0), ("/queues/", 0), ("/nodepools/", 1), ("/no
 
 @pytest.fixture()
 def api() -> Iterator[ApplyKubeAPI]:
-    server = seeded(crd_dir=CRDS if CRDS.is_dir() else None)
+    server = seeded(crd_dir=CRDS)
     with server:
         yield server
 

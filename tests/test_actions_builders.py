@@ -1,14 +1,13 @@
 """Action builders: small literal recommendations in, Kubernetes objects / patches out.
 
 Every object an action produces is validated against the real CRD schemas (Queue, PodGroup,
-Job, NodePool) from ``../shared/reference``; core objects are checked structurally.
+Job, NodePool) from ``tests/fixtures/reference`` (vendored, cited in its SOURCES.md); core objects are checked structurally.
 """
 
 from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,15 +20,14 @@ from gpuinsight.actions.patching import PatchError, get, json_patch
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.validate import CrdSchemas, check_core, validate_action
 from gpuinsight.rules.base import Plan, Recommendation
+from tests.crds import REFERENCE
 from tests.k8s_apply_server import CHART_CONF, cluster_objects, schemas_for, seeded, tolerates
 
-CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+CRDS = REFERENCE
 
 
 @pytest.fixture(scope="module")
 def schemas() -> CrdSchemas:
-    if not CRDS.is_dir():
-        pytest.skip("shared CRD reference not available")
     return schemas_for(CRDS)
 
 

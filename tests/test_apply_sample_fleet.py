@@ -118,7 +118,7 @@ def workload_objects(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 
 def sample_cluster(*, device_plugin_config: bool = True) -> ApplyKubeAPI:
-    api = ApplyKubeAPI(crd_dir=CRD_DIRS if CRDS.is_dir() else None)
+    api = ApplyKubeAPI(crd_dir=CRD_DIRS)
     dumps = dumped_objects()
     for name, objs in dumps.items():
         api.add(name, *objs)

@@ -1,4 +1,4 @@
-"""The consolidation planner on the real GenAI serving trace (../shared/traces, GenTD26): it
+"""The consolidation planner on the real GenAI serving trace (GenTD26, vendored in tests/fixtures/traces): it
 finds sharing, never gives a pod less memory than it used at its peak, never squeezes a pod
 whose short-window p95 is high, and frees no more GPUs than a relaxed first-fit-decreasing
 packing of the same peaks could."""
@@ -13,13 +13,11 @@ import pytest
 import gpuinsight as gi
 from gpuinsight.rules.common import compute_peak
 from gpuinsight.rules.engine import evaluate_plan, frames_for, needed_frames
-from tests.genai_trace import TRACE, ffd_gpus, load_trace, memory_violations
+from tests.genai_trace import ffd_gpus, load_trace, memory_violations
 
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], dict[str, Any]]:
-    if not TRACE.is_dir():
-        pytest.skip("../shared/traces not available")
     with gi.open(Path(tmp_path_factory.mktemp("genai")) / "genai.duckdb") as g:
         load_trace(g.wh)
         g.refresh()

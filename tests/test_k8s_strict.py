@@ -27,7 +27,7 @@ SERVER = "/spec/template/spec/containers/1/resources"
 
 @pytest.fixture()
 def api() -> Iterator[ApplyKubeAPI]:
-    server = seeded(crd_dir=CRDS if CRDS.is_dir() else None)
+    server = seeded(crd_dir=CRDS)
     with server:
         yield server
 

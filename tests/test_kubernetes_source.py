@@ -399,7 +399,6 @@ def _sample_dump_dir() -> Path | None:
     return folder if tracked.stdout.strip() else None
 
 
-@pytest.mark.skipif(_sample_dump_dir() is None, reason="sample fleet dumps not committed yet")
 def test_sample_fleet_dump_loads(wh: Warehouse) -> None:
     folder = _sample_dump_dir()
     assert folder is not None

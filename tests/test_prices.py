@@ -17,9 +17,10 @@ from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.sources import prices
 from gpuinsight.warehouse.db import Warehouse
+from tests.crds import REFERENCE as REFERENCE_DIR
 
 CFG = Config(cluster="test")
-REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "aws-gpu-prices.csv"
+REFERENCE = REFERENCE_DIR / "aws-gpu-prices.csv"
 
 
 @pytest.fixture
@@ -51,7 +52,6 @@ def test_default_catalog(wh: Warehouse) -> None:
     assert "no spot price" in report.notes[0]
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="shared reference not available")
 def test_default_catalog_matches_reference() -> None:
     import csv
 

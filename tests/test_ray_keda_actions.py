@@ -1,6 +1,6 @@
 """KubeRay and KEDA actions: RayJob / RayCluster / RayService patches and KEDA ScaledObjects,
 built from literal recommendations, validated against the real CRDs (the RayCluster CRD and
-KubeRay samples from ../shared/reference, the RayJob and RayService CRDs vendored in
+KubeRay samples from tests/fixtures/reference, the RayJob and RayService CRDs vendored in
 tests/fixtures/kuberay, KEDA's ScaledObject CRD) and the operators' own rules, then applied and
 rolled back through the loopback API server."""
 
@@ -27,7 +27,6 @@ from gpuinsight.warehouse import Warehouse
 from tests.crds import CRD_DIRS, REFERENCE, VENDORED
 from tests.k8s_apply_server import ApplyKubeAPI, live_state, schemas_for
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared/reference is not present")
 NS = "ml-platform"
 SHA256 = {"ray.io_rayjobs.yaml.gz": "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5",
           "ray.io_rayservices.yaml.gz": "0a8fc325e6e22b9231c1f282b309555e2ecf94227ca20a03df3d1d9a403907ab"}

@@ -21,7 +21,12 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 # A data mark (not an axis, legend or title) with at least one drawn element.
 MARK = re.compile(r'<g class="mark-(\w+) role-mark[^"]*"[^>]*>\s*<(path|line|text)\b')
 
-pytestmark = pytest.mark.skipif(find_chromium() is None, reason="needs a Chromium binary")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _chromium() -> None:
+    # .ci/system-packages installs Debian's chromium: without it this is a failure, not a skip
+    assert find_chromium() is not None, "no Chromium binary: run bash .ci/system-packages (Debian's chromium)"
 
 
 def chart_sections(dom: str) -> dict[str, str]:

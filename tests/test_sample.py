@@ -27,9 +27,9 @@ from gpuinsight.sample import (
     write_sample,
 )
 from gpuinsight.sample.__main__ import main as cli_main
+from tests.crds import REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "reference"
 COMMITTED = ROOT / "sample_data"
 LABEL_RE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -269,11 +269,11 @@ def _strict(schema: object) -> object:
 
 
 @pytest.mark.parametrize("crd,dump,kind", [
-    ("volcano/batch.volcano.sh_jobs.yaml", "vcjobs.json", "Job"),
+    ("volcano/batch.volcano.sh_jobs.yaml.gz", "vcjobs.json", "Job"),
     ("volcano/scheduling.volcano.sh_podgroups.yaml", "podgroups.json", "PodGroup"),
     ("volcano/scheduling.volcano.sh_queues.yaml", "queues.json", "Queue"),
     ("karpenter/karpenter.sh_nodepools.yaml", "nodepools.json", "NodePool"),
-    ("kuberay/ray.io_rayclusters.yaml", "rayclusters.json", "RayCluster"),
+    ("kuberay/ray.io_rayclusters.yaml.gz", "rayclusters.json", "RayCluster"),
     ("fixtures/kuberay/ray.io_rayjobs.yaml.gz", "rayjobs.json", "RayJob"),
     ("keda/keda.sh_scaledobjects.yaml", "scaledobjects.json", "ScaledObject"),
 ])

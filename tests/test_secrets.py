@@ -58,7 +58,7 @@ def warehouse_text(gi: gpuinsight.GpuInsight) -> str:
 
 
 def test_planted_secrets_are_never_persisted_or_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    api = seeded(crd_dir=CRDS if CRDS.is_dir() else None)
+    api = seeded(crd_dir=CRDS)
     planted = plant(api)
     with api, gpuinsight.open(tmp_path / "wh.duckdb") as gi:
         monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path)))

@@ -41,10 +41,11 @@ from gpuinsight.sources.k8s.volcano import hypernode_row
 from gpuinsight.sources.series import SeriesBatch, load_series
 from gpuinsight.sql import load_registry
 from gpuinsight.warehouse import Warehouse
+from tests.crds import REFERENCE
 from tests.rule_fleets import Fleet, Node, Pod, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
-CRDS = ROOT.parent / "shared" / "reference"
+CRDS = REFERENCE
 HYPERNODE_CRD = Path(__file__).parent / "fixtures" / "crds"
 L4X4 = dict(model="L4", gpus=4, price=4.6016, pool="train", instance_type="g6.12xlarge")
 

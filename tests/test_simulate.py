@@ -23,8 +23,8 @@ from gpuinsight.simulate.engine import arrival_rows
 from gpuinsight.simulate.fragmentation import FragModel, FragTracker, node_fragmentation, typical_pods
 from gpuinsight.simulate.policies import SimContext, make_policy
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
-OPENB = TRACES / "alibaba-gpu-v2023-openb"
+# the openb extract shipped in sample_data/openb (cited in its README)
+OPENB = Path(__file__).resolve().parents[1] / "sample_data" / "openb"
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
@@ -301,7 +301,6 @@ def test_result_points_and_json(tmp_path: Path) -> None:
 # --- the real trace (sub-sampled cluster) -----------------------------------------------------------
 
 
-@pytest.mark.skipif(not OPENB.is_dir(), reason="shared openb traces not present")
 def test_fgd_allocates_at_least_as_much_as_best_fit_on_the_openb_trace(tmp_path: Path) -> None:
     pods = load_pods(OPENB / "openb_pod_list_default.csv")
     lines = (OPENB / "openb_node_list_gpu_node.csv").read_text().splitlines()
