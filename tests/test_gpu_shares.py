@@ -354,3 +354,30 @@ def test_hami_legacy_metrics_read_like_the_new_ones(tmp_path: Path) -> None:
         assert report.rows["gpu_samples"] == 1
         assert g.sql("SELECT gpu_uuid, namespace, pod, gr_active, fb_used_mib FROM gpu_samples").row(0) == (
             "GPU-59ab1128-3130-b95a-9870-4bd748926e97", "default", "gpu-cxeyttpu-5bc96fc469-8q2zb", 0.0, 0.0)
+
+
+def test_kube_state_metrics_hami_requests_are_shares_not_devices() -> None:
+    """HAMi's gpumem (MiB) and gpucores (%) as kube-state-metrics publishes them: quantities, not
+    device counts (20000 MiB is no 20000 GPUs), read into a share claim; a negative one refused."""
+    import polars as pl
+
+    from gpuinsight.sources.prom.ksm import check_ksm_values, ksm_pods
+
+    def series(gpumem: float) -> pl.DataFrame:
+        base = {"namespace": "ml", "pod": "vgpu-0", "uid": "u-1", "container": "c"}
+        rows = [{"metric": "kube_pod_info", "ts": T0, "value": 1.0, **base, "node": "n1"}]
+        for res, v in (("nvidia_com_gpu", 1.0), ("nvidia_com_gpumem", gpumem), ("nvidia_com_gpucores", 30.0),
+                       ("nvidia_com_gpumem_percentage", 50.0)):
+            rows.append({"metric": "kube_pod_container_resource_requests", "ts": T0, "value": v, **base,
+                         "resource": res, "unit": "integer"})
+        return pl.DataFrame(rows)
+
+    good = series(20000.0)
+    check_ksm_values(good, "scrape")
+    pods = ksm_pods(good, "real")
+    row = pods.row(0, named=True)
+    assert row["gpu_request"] == 1.0
+    assert row["gpu_shares"] == '[{"cores":30.0,"count":1.0,"device":null,"kind":"vgpu","mem_mib":20000.0}]'
+    assert '"nvidia.com/gpumem-percentage":50.0' in row["gpu_requests"]
+    with pytest.raises(BadInput, match="GPU memory or core share is not a finite quantity"):
+        check_ksm_values(series(-5.0), "scrape")
