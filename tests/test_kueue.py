@@ -113,7 +113,7 @@ def test_hami_queue_finding_keeps_every_live_workload(hami: gi.GpuInsight, kueue
     assert [r.queue for r in recs] == ["hami-queue"]  # the CPU-only queue is not a GPU finding
     rec = recs[0]
     validate_finding(rec.to_dict(), "rec")
-    assert rec.target == {"kind": "ClusterQueue", "name": "hami-queue"}
+    assert rec.target == {"kind": "ClusterQueue", "name": "hami-queue", "cluster": "real"} and rec.cluster == "real"
     new = {q["resource"]: q["nominal_quota"] for q in rec.proposed["quotas"]}
     needs = {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30, "nvidia.com/gpumem": 1024}
     held = {"nvidia.com/gpu": 3, "nvidia.com/gpucores": 90, "nvidia.com/gpumem": 3072}
@@ -293,7 +293,9 @@ def test_the_cluster_queue_change_applies_and_rolls_back(hami: gi.GpuInsight, tm
     api.add("clusterqueues", *of_kind(docs("kueue-hami.yaml"), "ClusterQueue"))
     with api, gi.open(tmp_path / "apply.duckdb") as g:
         plan = Plan("plan-kueue", datetime.now(UTC), "test", (None, None), [rec])
-        attach_actions(plan, live_state(api), strict=True)
+        state = live_state(api)
+        state.cluster = rec.cluster
+        attach_actions(plan, state, strict=True)
         apply_plan(plan, Kube(api.client()), g.wh)
         stored = api.objects[("kueue.x-k8s.io", "v1beta1", "clusterqueues")][0]
         quotas = {r["name"]: r["nominalQuota"] for r in stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}

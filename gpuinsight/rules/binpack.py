@@ -31,8 +31,8 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
 from gpuinsight.rules.pack_bound import (
@@ -46,7 +46,18 @@ from gpuinsight.rules.pack_bound import (
     solve_greedy,
     solve_ilp,
 )
-from gpuinsight.rules.typed import DNS_NAME, Schema, list_of, mapping, number, optional, schema, spec, text
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    Schema,
+    Target,
+    list_of,
+    mapping,
+    number,
+    optional,
+    schema,
+    spec,
+    text,
+)
 
 
 @dataclass
@@ -76,7 +87,7 @@ class BinpackProposed(Schema):
 
 
 @dataclass
-class NodeSetTarget(Schema):
+class NodeSetTarget(Target):
     nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
     kind: str = spec(text(choices=("NodeSet",)), "NodeSet")
     pool: str | None = spec(optional(text()), None)
@@ -103,9 +114,9 @@ class BinpackRule(Rule):
         placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         budgets = pdb_budgets(placement, pdbs)
-        pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # a PDB is its cluster's
         for b in pdbs:
-            pdbs_by_ns[b["namespace"]].append(b)
+            pdbs_by_ns[(cluster_of(b), b["namespace"])].append(b)
         pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         leaving: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for p in placement:
@@ -146,7 +157,7 @@ class BinpackRule(Rule):
         if not freed:
             return None
         names = [problem.nodes[j].name for j in freed]
-        rid = stable_id("binpack", None, None, "/".join(str(x) for x in pool_key), None)
+        rid = finding_id("binpack", cluster_of(members[0]), None, None, "/".join(str(x) for x in pool_key[1:]), None)
         released, saving = [], 0.0
         for j in freed:
             n = members[j]
@@ -171,7 +182,7 @@ class BinpackRule(Rule):
         gangs = sorted(plan.moved_gangs)
         spans = gang_spans(problem, plan)
         return Recommendation(
-            rule="binpack", id=rid, node=names[0] if len(names) == 1 else None,
+            rule="binpack", id=rid, cluster=cluster_of(members[0]), node=names[0] if len(names) == 1 else None,
             title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
                    f"{len(names)} of {len(problem.nodes)} node(s): {', '.join(names[:5])}"
                    + (" ..." if len(names) > 5 else "")),
@@ -210,25 +221,30 @@ def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool
     return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
 
 
+def pdb_key(b: dict[str, Any]) -> str:
+    """A PDB's budget name: its cluster's namespace and name (a PDB covers its own cluster's pods)."""
+    return f"pdb:{cluster_of(b)}/{b['namespace']}/{b['name']}"
+
+
 def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
-    """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    pods = LabelIndex(placement, lambda p: p["namespace"], lambda p: as_map(p.get("labels")))
+    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    pods = LabelIndex(placement, lambda p: (cluster_of(p), p["namespace"]), lambda p: as_map(p.get("labels")))
     out = {}
     for b in pdbs:
-        covered = len(pods.covered(b["namespace"], as_map(b.get("selector"))))
-        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
+        covered = len(pods.covered((cluster_of(b), b["namespace"]), as_map(b.get("selector"))))
+        out[pdb_key(b)] = allowed_disruptions(b, covered, covered)
     return out
 
 
-def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
+def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[str, ...]:
     labels = as_map(p.get("labels"))
-    return tuple(f"pdb:{b['namespace']}/{b['name']}" for b in pdbs_by_ns.get(p["namespace"], [])
+    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p["namespace"]), [])
                  if selector_matches(as_map(b.get("selector")), labels))
 
 
 def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
                  pods_on: dict[tuple[str, str], list[dict[str, Any]]], budgets: dict[str, int],
-                 pdbs_by_ns: dict[str, list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
+                 pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
                  settings: dict[str, Any], ctx: PlanContext) -> tuple[PoolProblem, list[dict[str, Any]]]:
     cluster = pool_key[0]
     problem = PoolProblem([], [], dict(budgets))

@@ -17,10 +17,11 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id, stable_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    cluster_of,
     compute_evidence,
     compute_peak,
     evidence_confidence,
@@ -46,6 +47,7 @@ from gpuinsight.rules.typed import (
     LABEL_VALUE,
     MIG_PROFILE,
     Schema,
+    Target,
     WorkloadTarget,
     bad,
     boolean,
@@ -98,7 +100,7 @@ class TimeslicingProposed(SharedProposed):
 
 
 @dataclass
-class SharedGroupTarget(Schema):
+class SharedGroupTarget(Target):
     workloads: list[dict[str, Any]] = spec(list_of(workload, non_empty=True))
     kind: str = spec(text(choices=("SharedGroup",)), "SharedGroup")
     member: dict[str, Any] | None = spec(optional(workload), None)
@@ -201,7 +203,7 @@ class ConsolidationRule(Rule):
             return None
         kind = KIND_OF_MODE[pl_.mode]
         cluster, node = d.key[0], d.node
-        rid = stable_id(kind, r["namespace"], r["workload"], None, None)
+        rid = finding_id(kind, cluster_of(r), r["namespace"], r["workload"], None, None)
         src = nodes[(cluster, node)]
         gpu_price = num(src.get("usd_per_hour")) / max(num(src.get("gpu_count"), 1), 1)
         ctx.ledger.account((cluster, node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
@@ -259,7 +261,7 @@ class ConsolidationRule(Rule):
                                                        [:pl_.replicas])))
             target = SharedGroupTarget(members, "SharedGroup", workload_ref(r)).to_dict()
         return Recommendation(
-            rule=kind, id=rid, namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
+            rule=kind, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=title, current=current, proposed=proposed.to_dict(), monthly_savings_usd=monthly(granted),
             confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
             evidence=evidence, target=target,

@@ -24,10 +24,21 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import DNS_NAME, Schema, boolean, list_of, mapping, optional, spec, text, workload
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    Schema,
+    Target,
+    boolean,
+    list_of,
+    mapping,
+    optional,
+    spec,
+    text,
+    workload,
+)
 
 KIND = "cpu_pods_on_gpu_nodes"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
@@ -46,7 +57,7 @@ class CpuPodsProposed(Schema):
 
 
 @dataclass
-class NodePoolTarget(Schema):
+class NodePoolTarget(Target):
     kind: str = spec(text(choices=("NodePool", "NodeGroup", "Node")))
     name: str = spec(text())
 
@@ -69,7 +80,7 @@ class CpuPodsOnGpuNodesRule(Rule):
         groups: dict[tuple[str, str, str | None], list[dict[str, Any]]] = defaultdict(list)
         for r in ctx.rows(frames, "gpu_nodes_held_by_cpu_pods"):
             pool = r.get("node_pool")
-            key = (str(r.get("cluster") or ""), pool or r["node"], r.get("node_pool_kind") if pool else None)
+            key = (cluster_of(r), pool or r["node"], r.get("node_pool_kind") if pool else None)
             groups[key].append(r)
         out = []
         for (cluster, name, pool_kind), nodes in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
@@ -83,16 +94,17 @@ class CpuPodsOnGpuNodesRule(Rule):
                  settings: dict[str, Any], ctx: PlanContext) -> Recommendation:
         pooled = pool_kind is not None
         target_kind = {"karpenter": "NodePool", "eks-nodegroup": "NodeGroup"}.get(pool_kind or "", "Node")
-        rid = stable_id(KIND, None, None, f"{target_kind}/{name}", None)
+        rid = finding_id(KIND, cluster, None, None, f"{target_kind}/{name}", None)
         saving = 0.0
         for n in nodes:
             hours = num(n.get("window_hours"))
             rate = num(n.get("held_usd")) / hours if hours else 0.0
             if not n.get("present_at_end") or n.get("gpu_tainted"):
                 continue  # gone by now, or the taint is there already: nothing this change releases
-            ctx.ledger.account((cluster, n["node"]), num(n.get("usd_per_hour")), num(n.get("gpu_count")),
+            key = (str(n.get("cluster") or ""), n["node"])  # the ledger's node key
+            ctx.ledger.account(key, num(n.get("usd_per_hour")), num(n.get("gpu_count")),
                                price_known=n.get("usd_per_hour") is not None)
-            saving += ctx.ledger.claim(rid, (cluster, n["node"]), rate)
+            saving += ctx.ledger.claim(rid, key, rate)
         holders: dict[tuple[str, str, str], int] = defaultdict(int)
         for n in nodes:
             for p in n.get("pods") or []:
@@ -112,7 +124,7 @@ class CpuPodsOnGpuNodesRule(Rule):
             title = (f"GPU {what}: pods asking for no GPU ({names}) kept {len(nodes)} node(s) up for "
                      f"{held_hours:.0f} node-hour(s) with no GPU in use: taint the pool nvidia.com/gpu:NoSchedule")
         return Recommendation(
-            rule=KIND, id=rid, node=nodes[0]["node"] if len(nodes) == 1 else None,
+            rule=KIND, id=rid, cluster=cluster, node=nodes[0]["node"] if len(nodes) == 1 else None,
             title=title,
             current={"taints": nodes[0].get("taints") or [], "held_node_hours": round(held_hours, 2)},
             proposed=CpuPodsProposed(

@@ -24,8 +24,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from gpuinsight.rules.base import Recommendation, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import Recommendation, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 
 CLUSTER_QUEUE = "ClusterQueue"
 
@@ -74,7 +74,7 @@ def kueue_findings(rows: list[dict[str, Any]], settings: dict[str, Any], usd_per
     by_queue: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r.get("gpu_resource"):
-            by_queue[(str(r.get("cluster") or ""), r["cluster_queue"])].append(r)
+            by_queue[(cluster_of(r), r["cluster_queue"])].append(r)
     out = []
     for (cluster, name), qrows in sorted(by_queue.items()):
         # HAMi's cores and memory follow the queue's own device quota (of the same flavor)
@@ -125,7 +125,8 @@ def _finding(cluster: str, name: str, changes: list[tuple[dict[str, Any], dict[s
                  + (f"; borrowing from cohort {cohort} covers the peaks above it" if covers else ""))
     floor_rows = [(r.get("largest_workload_need"), r.get("reserved_now")) for r, _ in changes]
     return Recommendation(
-        rule="queue", queue=name, id=stable_id("queue", None, None, None, f"{CLUSTER_QUEUE}/{name}"),
+        rule="queue", queue=name, cluster=cluster,
+        id=finding_id("queue", cluster, None, None, None, f"{CLUSTER_QUEUE}/{name}"),
         title=title, current={"quotas": current}, proposed={"quotas": proposed},
         monthly_savings_usd=0.0, confidence=0.5 if starved else 0.6,
         evidence={

@@ -22,14 +22,15 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.kueue import CLUSTER_QUEUE, kueue_findings
 from gpuinsight.rules.typed import (
     DNS_NAME,
     LABEL_KEY,
     Schema,
+    Target,
     integer,
     list_of,
     mapping,
@@ -74,7 +75,7 @@ class QueueProposed(Schema):
 
 
 @dataclass
-class QueueTarget(Schema):
+class QueueTarget(Target):
     name: str = spec(text(DNS_NAME))
     kind: str = spec(text(choices=("Queue", CLUSTER_QUEUE)), "Queue")
 
@@ -131,7 +132,8 @@ class QueueRule(Rule):
                     current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower "
                            + (f"deserved to {new_deserved}, " if lower_deserved else "")
@@ -160,7 +162,8 @@ class QueueRule(Rule):
                     deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
                 ).to_dict()
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
                     current={"capability": {GPU: cap}}, proposed=proposed,

@@ -1,4 +1,4 @@
--- name: 016_shares_kueue_snapshots
+-- name: 017_shares_kueue_snapshots
 -- description: every way a GPU is shared, Kueue, and which objects the newest snapshot holds.
 --   pods gain gpu_shares (the share claims of sources/k8s/shares.py: HAMi / Volcano vGPU devices
 --   with memory and cores, KAI fractions and reservation pods); nodes gain the sharing facts the
