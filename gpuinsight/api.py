@@ -196,12 +196,15 @@ class GpuInsight:
         finally:
             progress.close()
 
-    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None) -> LoadReport:
+    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None,
+                           as_of: datetime | None = None) -> LoadReport:
+        """A live read (``context``) or kubectl dumps (``from_dir``, taken at ``as_of``: default
+        their files' modification time)."""
         from gpuinsight.sources import kubernetes
 
         with self.writing():
             if from_dir is not None:
-                return kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir))
+                return kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
             return kubernetes.collect_live(self.wh, self.config, context=context)
 
     def collect_prices(self, *, catalog: Path | None = None, aws_region: str | None = None) -> LoadReport:

@@ -224,6 +224,22 @@ class Builder:
                                         "min_available": value if key == "min_available" else None,
                                         "max_unavailable": value if key == "max_unavailable" else None})
 
+    def shared_gpus(self, nodes: list[str]) -> None:
+        """Small services holding fractions of GPUs they share (HAMi vGPUs): already shared, so
+        neither consolidated nor moved by binpack as whole GPUs."""
+        for _ in range(self.rng.randint(1, 4)):
+            share = self.rng.choice([0.1, 0.25, 0.3, 0.5])
+            node = self.place(nodes, share)
+            if node is None:
+                return
+            ns, wl = self.namespace(self.rng.random() < 0.3), self.name()
+            pod = Pod(f"{wl}-{self.name()}", node, wl, namespace=ns, share=share)
+            self.markers(pod)
+            self.fleet.pods.append(pod)
+            gr = self.rng.uniform(0.0, 0.3)
+            self.fleet.usage[(ns, wl)] = Usage(gr_mean=gr * 0.7, gr_p50=gr * 0.7, gr_p95=gr, gr_max=min(1.0, gr * 2),
+                                               fb_p99=2000.0, fb_max=2500.0, active_fraction=self.rng.uniform(0.2, 1))
+
     def mig_node(self, model: str, price: float, zone: str) -> None:
         (node,) = self.nodes(model, 1, price, 1, self.name(), zone, mig_config="all-1g.10gb")
         ns, wl = self.namespace(True), self.name()
@@ -336,6 +352,8 @@ class Builder:
                                    mig_config=mig)
                 for _ in range(self.rng.randint(0, 5)):
                     self.small_service(nodes, memory)
+                if self.rng.random() < 0.35:
+                    self.shared_gpus(nodes)
                 for _ in range(self.rng.randint(0, 2)):
                     self.idle(nodes)
                 if self.rng.random() < 0.3:

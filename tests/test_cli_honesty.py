@@ -25,8 +25,10 @@ def fleet(sample_warehouse: Path) -> Path:
 def test_a_bad_parameter_value_is_exit_2_naming_the_choices(fleet: Path) -> None:
     res = CliRunner().invoke(main, ["query", "waste_breakdown", "--param", "by=pod", "--db", str(fleet)])
     assert res.exit_code == 2
-    assert res.output.strip() == ("gpuinsight: error: parameter by: 'pod' is not one of namespace, queue, workload, "
-                                  "node_pool, node, team")
+    assert res.output.strip() == ("gpuinsight: error: parameter by: 'pod' is not one of namespace, queue, cluster_queue, "
+                                  "workload, node_pool, node, team")
+    res = CliRunner().invoke(main, ["query", "waste_breakdown", "--param", "by=cluster_queue", "--db", str(fleet)])
+    assert res.exit_code == 0, res.output
 
 
 def test_table_output_under_latin_1_uses_ascii_borders(fleet: Path) -> None:

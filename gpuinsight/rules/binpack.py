@@ -210,8 +210,11 @@ class BinpackRule(Rule):
 
 
 def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
-    """Whole-GPU nodes binpack may move work between or release."""
+    """Whole-GPU nodes binpack may move work between or release (a node whose pods hold
+    fractions of shared GPUs is already shared: its GPUs are not whole-GPU bins)."""
     if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
+        return False
+    if num(n.get("fractional_pods")) > 0:
         return False
     if (n.get("sharing_strategy") or "none") not in ("none", ""):
         return False

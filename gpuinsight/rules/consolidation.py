@@ -178,8 +178,8 @@ class ConsolidationRule(Rule):
             pods = pods_of.get((cluster, r["namespace"], r["workload"]), [])
             if not pods or len(pods) > settings["max_replicas"]:
                 continue  # not running now, or several replicas spread on purpose
-            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") for p in pods):
-                continue
+            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") or p.get("fractional") for p in pods):
+                continue  # a fraction of a shared GPU (vGPU, time-slicing, KAI) is already shared
             if any(num(p.get("gang_min_member"), 1) > 1 for p in pods):
                 continue  # a gang member is not a small service
             peak = compute_peak(r)
@@ -281,7 +281,7 @@ def host_nodes(key: tuple[Any, ...], nodes: dict[tuple[str, str], dict[str, Any]
     for (cluster, name), n in nodes.items():
         if group_key(n) != key or n.get("is_mig") or n.get("device_plugin_config"):
             continue
-        if (n.get("sharing_strategy") or "none") not in ("none", ""):
+        if (n.get("sharing_strategy") or "none") not in ("none", "") or num(n.get("fractional_pods")) > 0:
             continue
         pods = [p for p in pods_on.get((cluster, name), [])
                 if (cluster, p["namespace"], p["workload"]) not in ctx.workloads_leaving]
