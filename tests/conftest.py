@@ -51,7 +51,7 @@ def no_network_beyond_loopback() -> Iterator[list[str]]:
             return False
 
     def refuse(what: str) -> OSError:
-        attempts.append(what)
+        attempts.append(f"{what} in {os.environ.get('PYTEST_CURRENT_TEST', '?')}")
         return OSError(f"network access outside the loopback interface in a test: {what}")
 
     real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
