@@ -39,6 +39,15 @@ def build_actions(rec: Recommendation, state: ClusterState) -> list[dict[str, An
     return actions
 
 
+def prepare(recs: list[Recommendation], state: ClusterState) -> None:
+    """Let each builder see the whole plan first (``prepare(recs, state)``, where it has one): e.g.
+    one mig-parted config holding every node's layout of the plan, written once."""
+    for module in {id(m): m for m in BUILDERS.values()}.values():
+        hook = getattr(module, "prepare", None)
+        if hook is not None:
+            hook([r for r in recs if BUILDERS.get(r.rule) is module], state)
+
+
 def required_refs(plan: Plan | list[Recommendation], state: ClusterState) -> list[Ref]:
     """Objects the builders read, to be fetched live before building (order kept, no duplicates)."""
     recs = plan.recommendations if isinstance(plan, Plan) else plan
@@ -59,6 +68,7 @@ def attach_actions(plan: Plan, state: ClusterState, *, strict: bool = False) -> 
     gets one ``refused`` action naming the reason, unless ``strict``, which raises it.
     Conflicting changes to the same field from two recommendations raise :class:`ActionError`.
     """
+    prepare(plan.recommendations, state)
     for rec in plan.recommendations:
         try:
             build_actions(rec, state)
@@ -98,6 +108,8 @@ def ordered_actions(plan: Plan | list[Recommendation], only: set[str] | None = N
             for ptr in leaf_pointers(cfg):
                 value = norm(get(cfg, ptr))
                 key = (ref.key if ref else "", ptr)
+                if action["type"] == "uncordon" and ptr == "/spec/unschedulable":
+                    continue  # undoes the cordon of the same node: the two are steps of one change
                 if key in owner and owner[key][0] != value:
                     raise ActionError(f"recommendations {owner[key][1]} and {action.get('recommendation')} set "
                                       f"{key[0]} {ptr} to different values")
@@ -112,4 +124,4 @@ def _identity(action: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in action.items() if k not in ignore}, sort_keys=True, default=str)
 
 
-__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "required_refs"]
+__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "prepare", "required_refs"]
