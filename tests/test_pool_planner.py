@@ -15,6 +15,7 @@ import random
 
 import pytest
 
+from gpuinsight.errors import BadInput
 from gpuinsight.migparted import layout_errors, spec_errors
 from gpuinsight.rules.engine import evaluate_plan, evaluate_rules
 from gpuinsight.rules.pack_bound import (
@@ -205,6 +206,11 @@ def test_single_strategy_nodes_get_one_named_layout_for_all_their_gpus() -> None
         n.labels = {}
     recs = evaluate_rules(f.frames())
     assert {r.proposed["strategy"] for r in recs} == {"mixed"} and recs[0].proposed["node_layout"]
+    # a cluster whose nodes do not carry the label says so in the setting
+    recs = evaluate_rules(f.frames(), {"consolidation": {"mig_strategy": "single"}})
+    assert {r.proposed["strategy"] for r in recs} == {"single"}
+    with pytest.raises(BadInput, match="mig_strategy"):
+        evaluate_rules(f.frames(), {"consolidation": {"mig_strategy": "sometimes"}})
 
 
 def test_a_node_whose_pods_dcgm_does_not_locate_keeps_its_gpus_whole() -> None:

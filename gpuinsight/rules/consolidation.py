@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
 from gpuinsight.migparted import check_entries
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
@@ -179,7 +180,7 @@ class ConsolidationRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         if settings["mig_strategy"] not in ("auto", "mixed", "single"):
-            raise ValueError(f"consolidation.mig_strategy: {settings['mig_strategy']!r} is not auto, mixed or single")
+            raise BadInput(f"consolidation.mig_strategy: {settings['mig_strategy']!r} is not auto, mixed or single")
         t = Targets(settings["memory_headroom"], settings["compute_target"], settings["ts_memory_fill"],
                     int(settings["max_clients"]))
         nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
