@@ -169,12 +169,13 @@ class GpuInsight:
         return run_rules(self, settings or self.config.rule_settings)
 
     def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
-               upload: str | None = None) -> Path:
-        """Write the waste & savings report; its findings are ``plan`` (e.g.
-        ``self.recommend(settings)``), else the rules run with the configured settings."""
+               upload: str | None = None, cluster: str | None = None) -> Path:
+        """Write the waste & savings report of the whole fleet, or of ``cluster`` alone; its
+        findings are ``plan`` (e.g. ``self.recommend(settings)``), else the rules run with the
+        configured settings."""
         from gpuinsight.reports.html import write_report
 
-        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload)
+        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
 
     def close(self) -> None:
         self.wh.close()

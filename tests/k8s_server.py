@@ -7,6 +7,9 @@
         ...                                          # the official client talks to api.url
     api.requests                                     # [RequestRecord(method, path, query, ...)]
 
+Several clusters: one server each, and one kubeconfig with a context per server
+(``write_kubeconfig_for(tmp_path, {"ctx-east": east, "ctx-west": west})``).
+
 Serves list endpoints (``/api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``,
 ``/apis/{group}/{version}/{plural}`` cluster-wide and per namespace, with ``limit``/``continue``
 paging), single-object GETs, and discovery (``/api``, ``/api/v1``, ``/apis``,
@@ -163,16 +166,7 @@ class FakeKubeAPI:
         self.stop()
 
     def write_kubeconfig(self, folder: Path, *, context: str = "fake", token: str | None = None) -> Path:
-        user: dict[str, Any] = {"token": token if token is not None else (self.token or "none")}
-        doc = {
-            "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-user", "user": user}],
-            "contexts": [{"name": context, "context": {"cluster": "fake", "user": "fake-user"}}],
-        }
-        path = Path(folder) / "kubeconfig"
-        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return path
+        return write_kubeconfig_for(folder, {context: self}, token=token)
 
     # -- request handling ------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
@@ -304,3 +298,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # quiet: the request log is api.requests
+
+
+def write_kubeconfig_for(folder: Path, apis: dict[str, FakeKubeAPI], *, token: str | None = None,
+                         current: str | None = None) -> Path:
+    """A kubeconfig with one context per running server ({context: api}); the current context
+    is ``current`` (default: the first)."""
+    clusters, users, contexts = [], [], []
+    for i, (context, api) in enumerate(apis.items()):
+        name = "fake" if i == 0 else f"fake-{i}"
+        clusters.append({"name": name, "cluster": {"server": api.url}})
+        users.append({"name": f"{name}-user", "user": {"token": token if token is not None else (api.token or "none")}})
+        contexts.append({"name": context, "context": {"cluster": name, "user": f"{name}-user"}})
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": current or next(iter(apis)),
+           "clusters": clusters, "users": users, "contexts": contexts}
+    path = Path(folder) / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path

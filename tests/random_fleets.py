@@ -64,7 +64,8 @@ class RandomFleet:
     def frames(self) -> dict[str, pl.DataFrame]:
         extra: dict[str, pl.DataFrame] = {name: frame(rows) for name, rows in self.models.items()}
         if self.queues:
-            extra["queue_usage"] = pl.DataFrame(self.queues, infer_schema_length=None)
+            extra["queue_usage"] = pl.DataFrame([{"cluster": self.fleet.cluster, **q} for q in self.queues],
+                                                infer_schema_length=None)
             extra["fleet_summary"] = pl.DataFrame([{"gpu_hours": 48.0 * 100, "total_usd": 48 * 100 * 4.0,
                                                     "hours": 48.0, "allocated_gpu_hours": 48.0 * 60}])
         return self.fleet.frames(**extra)

@@ -87,6 +87,12 @@ def fleet_objects(f: Fleet) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def state_of(f: Fleet, api: ApplyKubeAPI) -> Any:
+    state = live_state(api)
+    state.cluster = f.cluster  # the fleet's findings are of its cluster
+    return state
+
+
 def served(f: Fleet) -> ApplyKubeAPI:
     api = ApplyKubeAPI(crd_dir=REFERENCE)
     for name, objs in fleet_objects(f).items():
@@ -100,7 +106,7 @@ def plan_of(f: Fleet) -> tuple[Fleet, ApplyKubeAPI, Plan]:
     api = served(f)
     plan = Plan("plan-sharing-hosts", datetime.now(UTC), None, (None, None),
                 [r for r in recs if r.rule in ("mig", "mps", "timeslice", "idle")])
-    attach_actions(plan, live_state(api), strict=True)
+    attach_actions(plan, state_of(f, api), strict=True)
     return f, api, plan
 
 
@@ -130,7 +136,7 @@ def test_the_steps_come_in_order_and_every_object_is_valid(planned: tuple[Fleet,
               if m["from"] == node for pod in m["pods"]}
     assert {(p["namespace"], p["name"]) for p in label.get("wait_for_pods_gone") or []} == leave
     schemas = schemas_for(REFERENCE)
-    state = live_state(api)
+    state = state_of(f, api)
     for a in actions:
         ref = action_ref(a)
         if ref is None or a["type"] == "note":
@@ -152,16 +158,17 @@ def test_the_steps_come_in_order_and_every_object_is_valid(planned: tuple[Fleet,
 
 
 def test_emitted_steps_wait_for_the_pods_and_for_mig_manager(tmp_path: Path) -> None:
-    _, _, plan = plan_of(full_fleet())
-    emit(plan, tmp_path / "out")
-    script = (tmp_path / "out" / "steps.sh").read_text()
-    steps = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
+    f, _, plan = plan_of(full_fleet())
+    emit(plan, tmp_path / "out", contexts={f.cluster: "ctx-c"})
+    out = tmp_path / "out" / f.cluster  # each cluster's steps in a folder of their own
+    script = (out / "steps.sh").read_text()
+    steps = sorted(p.name for p in out.iterdir() if p.is_dir())
     names = [s.split("-", 1)[1] for s in steps]
     assert names[:4] == ["config", "host-cordon-evict", "label", "uncordon"] and "workload-patch" in names[4:]
     assert "/eviction" in script and "wait --for=delete" in script
     assert "nvidia\\.com/mig\\.config\\.state}=success" in script
     assert script.index("/eviction") < script.index("wait --for=delete") < script.index("-k 03-label")
-    readme = (tmp_path / "out" / "README.md").read_text()
+    readme = (out / "README.md").read_text()
     assert "custom-mig-config" in readme and "mixed" in readme
 
 
@@ -196,6 +203,6 @@ def test_a_pod_left_on_the_gpu_makes_mig_manager_fail_and_the_apply_stop(tmp_pat
         r.proposed["evict"] = []
     api = served(f)
     plan = Plan("plan-forgot-a-pod", datetime.now(UTC), None, (None, None), mig)
-    attach_actions(plan, live_state(api), strict=True)
+    attach_actions(plan, state_of(f, api), strict=True)
     with api, gi.open(tmp_path / "w.duckdb") as g, pytest.raises(ApplyFailed, match="mig.config.state=failed"):
         apply_plan(plan, Kube(api.client()), g.wh)

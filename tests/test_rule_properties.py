@@ -23,6 +23,10 @@ plan's invariants checked from the outside on every one:
 ``GPUINSIGHT_PROPERTY_FLEETS`` (default 220) and ``GPUINSIGHT_PROPERTY_SEED`` (default 1000)
 choose the fleets; a failure names its seed (``random_fleet(seed)`` rebuilds it).
 
+A slice of fleets (``GPUINSIGHT_MULTI_CLUSTER_FLEETS``, default 24) is planned as several clusters
+of the same names (the same stack deployed in each): each cluster must get the single-cluster
+plan, with ids unique across clusters and the savings per cluster adding up.
+
 A slice of fleets (``GPUINSIGHT_SCRAPED_FLEETS``, default 16; tests/random_scrapes.py) goes
 through the real loading path instead: per-step readings written as OpenMetrics text in two
 randomly chosen real dcgm-exporter label spellings, each loaded into DuckDB and planned from
@@ -35,6 +39,7 @@ import json
 import math
 import os
 from collections import defaultdict
+from datetime import UTC, datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,7 @@ from tests.random_scrapes import random_spelling, scrape_fleet, write_catalog
 
 FLEETS = int(os.environ.get("GPUINSIGHT_PROPERTY_FLEETS", "220"))
 SCRAPED = int(os.environ.get("GPUINSIGHT_SCRAPED_FLEETS", "16"))
+MULTI = int(os.environ.get("GPUINSIGHT_MULTI_CLUSTER_FLEETS", "24"))
 SEED = int(os.environ.get("GPUINSIGHT_PROPERTY_SEED", "1000"))
 COMPUTE_TARGET, MEMORY_FACTOR, IDLE_PEAK = 0.80, 1.05, 0.10
 WORKLOAD_KINDS = ("idle", "mig", "mps", "timeslice", "spot", "scale_to_zero", "input_starved")
@@ -529,10 +535,66 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
 
 
 def plan_summary(recs: list[Any]) -> list[tuple[Any, ...]]:
-    """What must not depend on how the exporter spelled its labels: every finding, its target,
-    saving, confidence and proposal (not the id: some kinds hash the cluster into it)."""
-    return sorted((r.rule, r.namespace, r.workload, r.node, round(r.monthly_savings_usd, 2),
-                   round(r.confidence, 4), json.dumps(r.proposed, sort_keys=True, default=str)) for r in recs)
+    """What must not depend on how the exporter spelled its labels, nor on the cluster's name:
+    every finding, its target, saving, confidence and proposal (not the id, which hashes the
+    cluster: a proposal naming another finding names it by rule and target instead)."""
+    names = {r.id: f"{r.rule}:{r.namespace}/{r.workload}/{r.node}/{r.queue}" for r in recs}
+
+    def proposal(r: Any) -> str:
+        text = json.dumps(r.proposed, sort_keys=True, default=str)
+        for rid, name in names.items():
+            text = text.replace(json.dumps(rid), json.dumps(name))
+        return text
+
+    return sorted(((r.rule, r.namespace, r.workload, r.node, round(r.monthly_savings_usd, 2),
+                    round(r.confidence, 4), proposal(r)) for r in recs), key=repr)
+
+
+def in_clusters(frames: dict[str, Any], clusters: list[str]) -> dict[str, Any]:
+    """The same fleet collected under each of ``clusters``: every namespace, workload, node,
+    pool and queue name the same in all of them (frames without a cluster column are the
+    fleet's: the price catalog, the MIG catalog, the fleet summary)."""
+    import polars as pl
+
+    return {name: pl.concat([f.with_columns(pl.lit(c).alias("cluster")) for c in clusters])
+            if "cluster" in f.columns else f for name, f in frames.items()}
+
+
+@pytest.mark.parametrize("batch", range(2))
+def test_clusters_with_the_same_names_are_planned_apart(batch: int) -> None:
+    """Several clusters of one fleet (the same stack deployed in each): each cluster gets the
+    single-cluster plan, with ids unique across the plan (and the ones of cluster "c" unchanged),
+    each finding, target and saving its own cluster's, and the savings per cluster adding up."""
+    import random
+
+    from gpuinsight.rules.base import Plan
+
+    per = math.ceil(MULTI / 2)
+    for seed in range(SEED + batch * per, SEED + min(MULTI, (batch + 1) * per)):
+        rf = random_fleet(seed)
+        rng = random.Random(seed)
+        clusters = ["c", *rng.sample(["east", "west", "eu-1", "prod a", "Prod-A"], rng.randint(1, 3))]
+        try:
+            single, _ = evaluate_plan(rf.frames())
+            recs, _ = evaluate_plan(in_clusters(rf.frames(), clusters))
+            ids = [r.id for r in recs]
+            assert len(ids) == len(set(ids)) == len(single) * len(clusters)
+            plan = Plan("plan-multi", datetime.now(UTC), None, (None, None), recs)
+            assert plan.clusters == sorted(clusters) or not single
+            mine = plan.by_cluster()
+            for cluster in clusters:
+                own = mine.get(cluster, [])
+                assert plan_summary(own) == plan_summary(single), cluster
+                assert all(r.target.get("cluster") == cluster for r in own if r.target)
+                assert plan.savings_by_cluster().get(cluster, 0.0) == pytest.approx(
+                    sum(r.monthly_savings_usd for r in single), abs=0.01 * max(1, len(single)))
+            assert sorted(r.id for r in mine.get("c", [])) == sorted(r.id for r in single), "ids are stable"
+            assert sum(plan.savings_by_cluster().values()) == pytest.approx(plan.total_monthly_savings_usd,
+                                                                            abs=0.01 * len(clusters))
+        except AssertionError as exc:
+            raise AssertionError(f"random_fleet({seed}) in clusters {clusters}: {exc}") from exc
+        STATS["multi_cluster_fleets"] += 1
+        STATS["multi_cluster_findings"] += len(recs)
 
 
 def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path) -> None:
@@ -600,6 +662,8 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
                        ("pools_with_release", 10), ("scale_to_zero", 20), ("ray:job_cleanup", 10),
                        ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10)):
         assert STATS[key] >= least, (key, dict(STATS))
+    if MULTI >= 24:  # the multi-cluster batches ran too, with findings to keep apart
+        assert STATS["multi_cluster_fleets"] == MULTI and STATS["multi_cluster_findings"] >= 200, dict(STATS)
     if STATS["scraped_fleets"] >= 16:  # the loaded slice reached idle, consolidation and binpack
         assert STATS["scraped_idle"] and STATS["scraped_binpack"], dict(STATS)
         assert STATS["scraped_mig"] + STATS["scraped_mps"] + STATS["scraped_timeslice"], dict(STATS)

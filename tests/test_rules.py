@@ -56,7 +56,8 @@ def test_idle_notebook_found_with_its_cost_and_nothing_else() -> None:
     assert r.evidence["saving_basis"] == "gpus_returned"
     assert r.evidence["claims"] == [{"node": "n1", "usd_per_hour": pytest.approx(H100_GPU, rel=1e-3), "gpus": 1.0,
                                      "node_usd_per_hour": 55.04}]
-    assert r.target == {"kind": "StatefulSet", "name": "jupyter", "namespace": "ns"}
+    assert r.target == {"kind": "StatefulSet", "name": "jupyter", "namespace": "ns", "cluster": "c"}
+    assert r.cluster == "c" and r.to_dict()["cluster"] == "c"
 
 
 def test_idle_pod_alone_on_a_node_is_claimed_once() -> None:
@@ -249,7 +250,7 @@ def test_binpack_frees_a_node_moving_the_gang_whole() -> None:
     assert r.evidence["saving_basis"] == "nodes_released" and r.evidence["plan_is_optimal"] is True
     assert r.evidence["nodes_released"] == [{"node": "n2", "node_usd_per_hour": 55.04, "saving_usd_per_hour": 55.04,
                                              "gpus": 8.0}]
-    assert r.target == {"nodes": ["n2"], "kind": "NodeSet", "pool": "pool-a"}
+    assert r.target == {"nodes": ["n2"], "kind": "NodeSet", "pool": "pool-a", "cluster": "c"}
 
 
 def test_binpack_plans_around_a_spread_gang_and_never_splits_it() -> None:

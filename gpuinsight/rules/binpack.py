@@ -34,8 +34,8 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.pack_bound import MAX_VARIABLES, PoolPlan, PoolProblem, Unit, optimal_nodes
 from gpuinsight.rules.pool_plan import (
@@ -49,7 +49,18 @@ from gpuinsight.rules.pool_plan import (
     record_moves,
     solve,
 )
-from gpuinsight.rules.typed import DNS_NAME, Schema, list_of, mapping, number, optional, schema, spec, text
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    Schema,
+    Target,
+    list_of,
+    mapping,
+    number,
+    optional,
+    schema,
+    spec,
+    text,
+)
 
 
 @dataclass
@@ -79,7 +90,7 @@ class BinpackProposed(Schema):
 
 
 @dataclass
-class NodeSetTarget(Schema):
+class NodeSetTarget(Target):
     nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
     kind: str = spec(text(choices=("NodeSet",)), "NodeSet")
     pool: str | None = spec(optional(text()), None)
@@ -137,7 +148,7 @@ class BinpackRule(Rule):
         if not freed:
             return None
         names = [problem.nodes[j].name for j in freed]
-        rid = stable_id("binpack", None, None, "/".join(str(x) for x in pool_key), None)
+        rid = finding_id("binpack", cluster_of(members[0]), None, None, "/".join(str(x) for x in pool_key[1:]), None)
         released, saving = [], 0.0
         for j in freed:
             n = members[j]
@@ -162,7 +173,7 @@ class BinpackRule(Rule):
         gangs = sorted(plan.moved_gangs)
         spans = gang_spans(problem, plan)
         return Recommendation(
-            rule="binpack", id=rid, node=names[0] if len(names) == 1 else None,
+            rule="binpack", id=rid, cluster=cluster_of(members[0]), node=names[0] if len(names) == 1 else None,
             title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
                    f"{len(names)} of {len(problem.nodes)} node(s): {', '.join(names[:5])}"
                    + (" ..." if len(names) > 5 else "")),

@@ -26,11 +26,12 @@ import polars as pl
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
 from gpuinsight.migparted import check_entries
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id, stable_id
 from gpuinsight.rules.binpack import Move
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    cluster_of,
     compute_evidence,
     evidence_confidence,
     mib_to_gb,
@@ -57,6 +58,7 @@ from gpuinsight.rules.typed import (
     LABEL_VALUE,
     MIG_PROFILE,
     Schema,
+    Target,
     WorkloadTarget,
     bad,
     boolean,
@@ -139,7 +141,7 @@ class TimeslicingProposed(SharedProposed):
 
 
 @dataclass
-class SharedGroupTarget(Schema):
+class SharedGroupTarget(Target):
     workloads: list[dict[str, Any]] = spec(list_of(workload, non_empty=True))
     kind: str = spec(text(choices=("SharedGroup",)), "SharedGroup")
     member: dict[str, Any] | None = spec(optional(workload), None)
@@ -281,9 +283,9 @@ class ConsolidationRule(Rule):
                         granted: float, evidence: dict[str, Any], settings: dict[str, Any]) -> Recommendation:
         r = d.row
         return Recommendation(
-            rule=kind, id=rid, namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
-            title=title, current={"gpus": 1, "gpu_model": r.get("gpu_model"), "node": d.node,
-                                  "resource": "nvidia.com/gpu"},
+            rule=kind, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"],
+            queue=r.get("queue"), title=title, current={"gpus": 1, "gpu_model": r.get("gpu_model"), "node": d.node,
+                                                        "resource": "nvidia.com/gpu"},
             proposed=proposed.to_dict(), monthly_savings_usd=monthly(granted),
             confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
             evidence=evidence, target=target,
@@ -305,7 +307,7 @@ class ConsolidationRule(Rule):
         r, prof = d.row, slot.profile
         cluster = d.key[0]
         freed = 1.0 - prof.compute_slices / 7
-        rid = stable_id("mig", r["namespace"], r["workload"], None, None)
+        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
         src = nodes[(cluster, d.node)]
         gpu_price = _gpu_price(src)
         ctx.ledger.account((cluster, d.node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
@@ -372,7 +374,7 @@ class ConsolidationRule(Rule):
         r, cluster = d.row, d.key[0]
         gpu = rp.gpus[index]
         freed = 1.0 - gpu.share(d)
-        rid = stable_id("mig", r["namespace"], r["workload"], None, None)
+        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
         layout = rp.layout()
         config = mig_config_name(rp.node, layout)
         granted = self._claim(rid, d, freed, ctx, nodes, room, set())
@@ -402,7 +404,7 @@ class ConsolidationRule(Rule):
         r, cluster, choice = d.row, d.key[0], host.choice
         kind = KIND_OF_MODE[choice.mode]
         freed = 1.0 - choice.share(d)
-        rid = stable_id(kind, r["namespace"], r["workload"], None, None)
+        rid = finding_id(kind, cluster_of(r), r["namespace"], r["workload"], None, None)
         granted = self._claim(rid, d, freed, ctx, nodes, room, {host.node})
         self._leave(ctx, d, rid)
         mates = sorted(f"{m.key[1]}/{m.key[2]}" for m in choice.members if m is not d)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from gpuinsight.rules.common import num
+from gpuinsight.rules.common import cluster_of, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
 from gpuinsight.rules.pack_bound import PoolNode, PoolPlan, PoolPod, PoolProblem, solve_greedy, solve_ilp
@@ -39,19 +39,24 @@ def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool
     return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
 
 
+def pdb_key(b: dict[str, Any]) -> str:
+    """A PDB's budget name: its cluster's namespace and name (a PDB covers its own cluster's pods)."""
+    return f"pdb:{cluster_of(b)}/{b['namespace']}/{b['name']}"
+
+
 def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
-    """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    pods = LabelIndex(placement, lambda p: p["namespace"], lambda p: as_map(p.get("labels")))
+    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    pods = LabelIndex(placement, lambda p: (cluster_of(p), p["namespace"]), lambda p: as_map(p.get("labels")))
     out = {}
     for b in pdbs:
-        covered = len(pods.covered(b["namespace"], as_map(b.get("selector"))))
-        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
+        covered = len(pods.covered((cluster_of(b), b["namespace"]), as_map(b.get("selector"))))
+        out[pdb_key(b)] = allowed_disruptions(b, covered, covered)
     return out
 
 
-def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
+def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[str, ...]:
     labels = as_map(p.get("labels"))
-    return tuple(f"pdb:{b['namespace']}/{b['name']}" for b in pdbs_by_ns.get(p["namespace"], [])
+    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p["namespace"]), [])
                  if selector_matches(as_map(b.get("selector")), labels))
 
 
@@ -64,9 +69,9 @@ class PoolInputs:
         self.placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         self.budgets = pdb_budgets(self.placement, pdbs)
-        self.pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # a PDB is its cluster's
         for b in pdbs:
-            self.pdbs_by_ns[b["namespace"]].append(b)
+            self.pdbs_by_ns[(cluster_of(b), b["namespace"])].append(b)
 
 
 def build_problem(key: PoolKey, members: list[dict[str, Any]], pods_on: dict[tuple[str, str], list[dict[str, Any]]],

@@ -20,10 +20,20 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import DNS_NAME, Schema, integer, mapping, optional, resource_list, spec, text
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    Schema,
+    Target,
+    integer,
+    mapping,
+    optional,
+    resource_list,
+    spec,
+    text,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -45,7 +55,7 @@ class QueueProposed(Schema):
 
 
 @dataclass
-class QueueTarget(Schema):
+class QueueTarget(Target):
     name: str = spec(text(DNS_NAME))
     kind: str = spec(text(choices=("Queue",)), "Queue")
 
@@ -101,7 +111,8 @@ class QueueRule(Rule):
                     current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower "
                            + (f"deserved to {new_deserved}, " if lower_deserved else "")
@@ -130,7 +141,8 @@ class QueueRule(Rule):
                     deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
                 ).to_dict()
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
                     current={"capability": {GPU: cap}}, proposed=proposed,

@@ -30,8 +30,16 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import evidence_confidence, monthly, num, pct, window_hours, workload_ref
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import (
+    cluster_of,
+    evidence_confidence,
+    monthly,
+    num,
+    pct,
+    window_hours,
+    workload_ref,
+)
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
 from gpuinsight.rules.typed import (
@@ -162,7 +170,7 @@ class TopologyRule(Rule):
         hours = window_hours(frames, cluster)
         cost_month = monthly(num(r.get("cost_usd")) / hours) if hours else 0.0
         src = topo.of(cluster, pods[0]["node"]).source
-        rid = stable_id("topology", ns, wl, None, None)
+        rid = finding_id("topology", cluster_of(r), ns, wl, None, None)
         gang_label = ({"volcano.sh/job-name": wl} if r.get("workload_kind") == "VolcanoJob"
                       else {"scheduling.k8s.io/group-name": gang})
         conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"],
@@ -170,7 +178,7 @@ class TopologyRule(Rule):
         spans = {p.name: [d for _, d, _ in topo.of(cluster, p.node).path] for p in mine}
         spread = spread_label(topo, cluster, current, mine)
         return Recommendation(
-            rule="topology", id=rid, namespace=ns, workload=wl, queue=r.get("queue"),
+            rule="topology", id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.get("queue"),
             title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread} while "
                    f"{level_label(level)} {domain} could hold it: ask the scheduler for it on the next start "
                    "(slowdown risk, not priced)"),

@@ -47,6 +47,8 @@ def workload_ref(rec: Recommendation, target: Any, field: str = "target") -> Ref
     namespace = target.get("namespace") or rec.namespace
     if not namespace:
         raise fail(rec, f"{field}.namespace", "missing")
+    if target.get("cluster") not in (None, rec.cluster):
+        raise fail(rec, f"{field}.cluster", f"{target['cluster']!r} is not the finding's cluster {rec.cluster!r}")
     return Ref(kind, namespace, name)
 
 
