@@ -24,7 +24,7 @@ class PlanContext:
     hosts: set[tuple[str, str]] = field(default_factory=set)   # nodes given a sharing config as a whole
     # (cluster, node) -> GPUs of it partitioned with MIG for shared work (the rest stays whole)
     shared_gpus: dict[tuple[str, str], float] = field(default_factory=dict)
-    # budget (``pdb:ns/name``, ``gang:ns/name``) -> evictions earlier findings of the plan make
+    # budget (``pdb:cluster/ns/name``, ``gang:cluster/ns/name``) -> evictions earlier findings of the plan make
     evictions: dict[str, int] = field(default_factory=dict)
     # every rule's resolved settings (the pool planner reads binpack's: which pods may move)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)

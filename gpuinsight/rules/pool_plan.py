@@ -107,7 +107,7 @@ def build_problem(key: PoolKey, members: list[dict[str, Any]], pods_on: dict[tup
                 pinned = True  # moved once by this plan already: it is not moved again
             own = pod_budgets(p, inputs.pdbs_by_ns)
             if elastic:
-                name = f"gang:{p['namespace']}/{p['gang']}"
+                name = f"gang:{cluster}/{p['namespace']}/{p['gang']}"  # the cluster's gang
                 problem.budgets[name] = gang_size - int(min_member or 1) - ctx.evictions.get(name, 0)
                 own = (*own, name)
             problem.pods.append(PoolPod(f"{p['namespace']}/{p['pod']}", j, num(p.get("gpus")), gang_id, pinned, own))
