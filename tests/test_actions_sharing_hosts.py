@@ -206,3 +206,24 @@ def test_a_pod_left_on_the_gpu_makes_mig_manager_fail_and_the_apply_stop(tmp_pat
     attach_actions(plan, state_of(f, api), strict=True)
     with api, gi.open(tmp_path / "w.duckdb") as g, pytest.raises(ApplyFailed, match="mig.config.state=failed"):
         apply_plan(plan, Kube(api.client()), g.wh)
+
+
+def test_single_strategy_node_gets_a_named_layout_and_keeps_nvidia_gpu() -> None:
+    from tests.rule_fleets import Node, Pod
+    from tests.test_pool_planner import small
+
+    f = Fleet([Node(f"n{i}", model="H100-80GB", gpus=1, price=6.88, labels={"nvidia.com/mig.strategy": "single"})
+               for i in range(3)])
+    for i in range(3):
+        f.pods.append(Pod(f"s{i}-0", f"n{i}", f"s{i}", namespace="apps"))
+        f.usage[("apps", f"s{i}")] = small(0.05, 4000)
+    f, api, plan = plan_of(f)
+    actions = ordered_actions(plan)
+    assert not [a for a in actions if a["type"] == "k8s-apply" and a["ref"]["kind"] == "ConfigMap"]
+    label = next(a for a in actions if a["type"] == "k8s-label")
+    assert label["labels"]["nvidia.com/mig.config"].startswith("all-")
+    assert {p["name"] for p in label["wait_for_pods_gone"]}  # the host's own workload stopped first
+    for a in (a for a in actions if a["type"] == "k8s-patch"):
+        assert not any("nvidia.com~1mig-" in op["path"] for op in a["patch"])  # slices stay nvidia.com/gpu
+        assert {"op": "add", "path": "/spec/template/spec/nodeSelector",
+                "value": {"nvidia.com/mig.config": label["labels"]["nvidia.com/mig.config"]}} in a["patch"]
