@@ -135,11 +135,14 @@ class GpuInsight:
         self.refresh()
         return report
 
-    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None) -> LoadReport:
+    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None,
+                           as_of: datetime | None = None) -> LoadReport:
+        """A live read (``context``) or kubectl dumps (``from_dir``, taken at ``as_of``: default
+        their files' modification time)."""
         from gpuinsight.sources import kubernetes
 
         if from_dir is not None:
-            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir))
+            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
         else:
             report = kubernetes.collect_live(self.wh, self.config, context=context)
         self.refresh()

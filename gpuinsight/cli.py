@@ -18,6 +18,7 @@ import click
 
 from gpuinsight.config import DEFAULT_CLUSTER, Config, PrometheusConfig
 from gpuinsight.errors import BadInput, GpuInsightError, RuntimeFailure
+from gpuinsight.sources.plausible import time_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -266,13 +267,21 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
 @click.option("--context", default=None, help="kubeconfig context (default: current, or in-cluster).")
 @click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Folder of kubectl JSON/YAML dumps instead of a live cluster.")
+@click.option("--as-of", "as_of", default=None,
+              help="When the dumps were taken (ISO-8601 or relative like 2h; default: their files' time).")
 @handle_errors
-def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_dir: Path | None) -> None:
+def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_dir: Path | None,
+                       as_of: str | None) -> None:
     """Scheduling state from a live cluster (read-only) or from kubectl dumps."""
     if context and from_dir:
         raise BadInput("--context and --from-dir are exclusive")
+    if as_of and not from_dir:
+        raise BadInput("--as-of dates kubectl dumps: give it with --from-dir (a live read is dated now)")
+    taken = parse_time(as_of)
+    if taken is not None and (problem := time_problem(taken)):
+        raise BadInput(f"--as-of {as_of!r}: {problem}")
     with open_gi(db, create=True, cluster=cluster) as gi:
-        report = gi.collect_kubernetes(context=context, from_dir=from_dir)
+        report = gi.collect_kubernetes(context=context, from_dir=from_dir, as_of=taken)
         click.echo(report.summary())
         for note in report.notes:
             click.echo(f"note: {note}")

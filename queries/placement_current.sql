@@ -6,9 +6,11 @@
 --   GPUs held (whole-GPU equivalents), MIG profile, gang (Volcano PodGroup or Job: moved whole
 --   or not at all) with its minMember / minAvailable (NULL when neither is known) and how many
 --   of its pods hold GPUs now, workload, zone, pool and GPU model of its node, and the pod's
---   priority class, labels and annotations (the production classifier reads them), and the
---   GPU indices DCGM last saw the pod on (gpu_indices: whole GPUs in the last three steps of the
---   window; NULL when DCGM does not say, e.g. a dump-only cluster): which GPU of a node may be
+--   priority class, labels and annotations (the production classifier reads them). alloc_kind and
+--   fractional say whether the pod already shares its GPU (time-slicing, MPS, vGPU, KAI, a shared
+--   DRA claim): such pods are not moved or consolidated as if they held whole GPUs. gpu_indices:
+--   the GPU indices DCGM last saw the pod on (whole GPUs in the last three steps of the window;
+--   NULL when DCGM does not say, e.g. a dump-only cluster): which GPU of a node may be
 --   repartitioned without touching a pod that stays.
 WITH cur AS (
     SELECT a.*, coalesce(a.podgroup, a.vcjob) AS gang
@@ -32,7 +34,7 @@ idx AS (
 )
 SELECT
     c.cluster, c.uid, c.namespace, c.pod, c.workload_kind, c.workload, c.node, c.node_pool, c.zone,
-    c.gpu_model, c.capacity_type, c.gpus, c.gpu_request, c.mig_profile, c.mig_request,
+    c.gpu_model, c.capacity_type, c.gpus, c.gpu_request, c.mig_profile, c.mig_request, c.alloc_kind, c.fractional,
     c.gang, s.gang_pods, coalesce(pg.min_member, vj.min_available) AS gang_min_member,
     c.queue, c.priority_class, c.labels, c.annotations, idx.gpu_indices
 FROM cur c

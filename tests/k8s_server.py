@@ -70,6 +70,19 @@ KUBERAY = {
 KEDA = {"scaledobjects": Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", True)}
 
 
+def kueue(version: str = "v1beta2") -> dict[str, Resource]:
+    """Kueue's kinds as one served version lists them (v1beta2 since Kueue 0.15, v1beta1 before)."""
+    return {
+        "clusterqueues": Resource("kueue.x-k8s.io", version, "clusterqueues", "ClusterQueue", False),
+        "localqueues": Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue", True),
+        "resourceflavors": Resource("kueue.x-k8s.io", version, "resourceflavors", "ResourceFlavor", False),
+        "workloads": Resource("kueue.x-k8s.io", version, "workloads", "Workload", True),
+    }
+
+
+DRA = {"resourceclaims": Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)}
+
+
 @dataclass
 class RequestRecord:
     method: str
@@ -96,7 +109,7 @@ class FakeKubeAPI:
     """Holds objects and answers requests; the HTTP plumbing is :class:`_Handler`."""
 
     def __init__(self, *, token: str | None = "test-token",
-                 crds: tuple[str, ...] = ("volcano", "karpenter", "kuberay", "keda"),
+                 crds: tuple[str, ...] = ("volcano", "karpenter", "kuberay", "keda", "kueue", "dra"),
                  page_size_cap: int | None = None) -> None:
         self.token = token
         self.resources: dict[str, Resource] = dict(CORE)
@@ -108,6 +121,12 @@ class FakeKubeAPI:
             self.resources.update(KUBERAY)
         if "keda" in crds:
             self.resources.update(KEDA)
+        if "kueue" in crds:  # "kueue-v1beta1": a Kueue that serves only v1beta1
+            self.resources.update(kueue())
+        if "kueue-v1beta1" in crds:
+            self.resources.update(kueue("v1beta1"))
+        if "dra" in crds:
+            self.resources.update(DRA)
         self.objects: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self.failures: dict[str, tuple[int, str]] = {}
         self.requests: list[RequestRecord] = []

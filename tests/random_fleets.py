@@ -82,6 +82,7 @@ class Builder:
         self.models: dict[str, list[dict[str, Any]]] = {}
         self.scaled: set[tuple[str, str]] = set()
         self.expect_mig: set[tuple[str, str]] = set()
+        self.mixed: dict[tuple[str, str], tuple[str, str]] = {}  # lone production service -> its two nodes
 
     def name(self) -> str:
         return fresh_name(self.rng, self.names)
@@ -183,7 +184,7 @@ class Builder:
             self.fleet.usage[(svc_ns, svc)] = Usage(gr_mean=gr * 0.8, gr_p50=gr * 0.8, gr_p95=gr, gr_max=gr * 1.3,
                                                     peak_p95=gr * 1.1, fb_p99=fb, fb_max=fb * 1.02)
             if prod:
-                self.expect_mig.add((svc_ns, svc))
+                self.mixed[(svc_ns, svc)] = (node, other)
 
     def idle(self, nodes: list[str]) -> None:
         ns, wl = self.namespace(False), self.name()
@@ -278,6 +279,22 @@ class Builder:
                                         "selector": json.dumps({"matchLabels": {"app": app}}),
                                         "min_available": value if key == "min_available" else None,
                                         "max_unavailable": value if key == "max_unavailable" else None})
+
+    def shared_gpus(self, nodes: list[str]) -> None:
+        """Small services holding fractions of GPUs they share (HAMi vGPUs): already shared, so
+        neither consolidated nor moved by binpack as whole GPUs."""
+        for _ in range(self.rng.randint(1, 4)):
+            share = self.rng.choice([0.1, 0.25, 0.3, 0.5])
+            node = self.place(nodes, share)
+            if node is None:
+                return
+            ns, wl = self.namespace(self.rng.random() < 0.3), self.name()
+            pod = Pod(f"{wl}-{self.name()}", node, wl, namespace=ns, share=share)
+            self.markers(pod)
+            self.fleet.pods.append(pod)
+            gr = self.rng.uniform(0.0, 0.3)
+            self.fleet.usage[(ns, wl)] = Usage(gr_mean=gr * 0.7, gr_p50=gr * 0.7, gr_p95=gr, gr_max=min(1.0, gr * 2),
+                                               fb_p99=2000.0, fb_max=2500.0, active_fraction=self.rng.uniform(0.2, 1))
 
     def mig_node(self, model: str, price: float, zone: str) -> None:
         (node,) = self.nodes(model, 1, price, 1, self.name(), zone, mig_config="all-1g.10gb")
@@ -403,6 +420,8 @@ class Builder:
                     self.small_service(nodes, memory)
                 for _ in range(self.rng.randint(0, 3) if gpus > 1 else self.rng.randint(0, 1)):
                     self.busy_service(nodes, memory)
+                if self.rng.random() < 0.35:
+                    self.shared_gpus(nodes)
                 for _ in range(self.rng.randint(0, 2)):
                     self.idle(nodes)
                 if self.rng.random() < 0.3:
@@ -423,6 +442,10 @@ class Builder:
         for _ in range(self.rng.randint(0, 3)):
             self.queue()
         self.locate(flavours)
+        # a node holding fractions of shared GPUs is shared already (not planned): the lone
+        # production service is expected to get its slice where neither of its nodes is
+        shared = {p.node for p in self.fleet.pods if p.share is not None}
+        self.expect_mig = {k for k, nodes in self.mixed.items() if not set(nodes) & shared}
         # the model rows priced a workload's pods as they were when it was added; every pod is placed by now
         return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy, self.models, self.scaled,
                            self.expect_mig)

@@ -313,7 +313,8 @@ def test_the_rbac_roles_cover_exactly_what_collect_and_apply_do(api: ApplyKubeAP
         ("", "nodes"), ("", "pods"), ("", "events"), ("policy", "poddisruptionbudgets"),
         ("scheduling.volcano.sh", "queues"), ("scheduling.volcano.sh", "podgroups"), ("batch.volcano.sh", "jobs"),
         ("karpenter.sh", "nodepools"), ("ray.io", "rayclusters"), ("ray.io", "rayjobs"), ("ray.io", "rayservices"),
-        ("keda.sh", "scaledobjects")}
+        ("keda.sh", "scaledobjects"), ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "localqueues"),
+        ("kueue.x-k8s.io", "resourceflavors"), ("kueue.x-k8s.io", "workloads"), ("resource.k8s.io", "resourceclaims")}
     assert not {v for r in apply_role["rules"] for v in r["verbs"]} & {"*", "update", "deletecollection", "escalate"}
 
     plan = make_plan(api, all_recs())

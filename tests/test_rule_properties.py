@@ -440,6 +440,22 @@ def consolidation_state(rf: RandomFleet, recs: list[Any]) -> tuple[dict[tuple[st
     return where, moved, partitioned, hosts
 
 
+def check_shared(rf: RandomFleet, recs: list[Any]) -> None:
+    """A pod holding a fraction of a shared GPU is already shared: no MIG / MPS / time-slicing
+    for it, and binpack neither moves it nor plans its node as whole GPUs."""
+    fractional = {(p.namespace, p.workload) for p in rf.fleet.pods if p.share is not None}
+    shared_nodes = {p.node for p in rf.fleet.pods if p.share is not None}
+    for r in recs:
+        if r.rule in ("mig", "mps", "timeslice"):
+            assert (r.namespace, r.workload) not in fractional, f"{r.rule} for the fractional {r.workload}"
+            assert r.proposed.get("node") not in shared_nodes, f"{r.rule} host {r.proposed.get('node')} is shared"
+        if r.rule == "binpack":
+            for m in r.proposed["moves"]:
+                assert m["from"] not in shared_nodes and m["to"] not in shared_nodes, f"binpack moved {m}"
+            assert not set(r.proposed["nodes_freed"]) & shared_nodes
+    STATS["fractional_pods"] += sum(1 for p in rf.fleet.pods if p.share is not None)
+
+
 def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) -> None:
     f = rf.fleet
     findings = {r.evidence["pool"]: r for r in recs if r.rule == "binpack"}
@@ -460,6 +476,8 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
     for n in f.nodes:
         if (n.mig_config or "") not in ("", "all-disabled") or n.device_plugin_config or n.name in hosts:
             continue
+        if any(p.node == n.name and p.share is not None for p in f.pods):
+            continue  # a node of shared GPUs is not planned
         if partitioned.get(n.name) or any(where[(p.namespace, p.name)] == n.name and (p.namespace, p.name) not in gone
                                           for p in f.pods):
             pools[(n.pool, n.zone, n.model)].append(n)
@@ -528,6 +546,7 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
             check_ray_and_scale_to_zero(rf, recs)
             check_signals(rf, recs)
             check_binpack_optimal(rf, recs, ctx)
+            check_shared(rf, recs)
         except AssertionError as exc:
             raise AssertionError(f"random_fleet({seed}): {exc}") from exc
         STATS["fleets"] += 1
@@ -639,6 +658,7 @@ def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path)
             check_gangs(rf, recs)
             check_sizing(rf, recs)
             check_binpack_optimal(rf, recs, ctx)
+            check_shared(rf, recs)
         except AssertionError as exc:
             raise AssertionError(f"scrape_fleet({seed}) spelled {spelling}: {exc}") from exc
         plans[seed].append((str(spelling), plan_summary(recs)))
@@ -660,7 +680,8 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
                        ("mig_per_gpu", 20), ("mig_on_8_gpu_nodes", 10), ("mig_after_evictions", 3),
                        ("lone_production_mig", 10), ("sharing_hosts_emptied", 3),
                        ("pools_with_release", 10), ("scale_to_zero", 20), ("ray:job_cleanup", 10),
-                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10)):
+                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10),
+                       ("fractional_pods", 50)):
         assert STATS[key] >= least, (key, dict(STATS))
     if MULTI >= 24:  # the multi-cluster batches ran too, with findings to keep apart
         assert STATS["multi_cluster_fleets"] == MULTI and STATS["multi_cluster_findings"] >= 200, dict(STATS)

@@ -1,7 +1,7 @@
 """The waste & savings report: one self-contained HTML file (plus optional PNG/SVG charts).
 
 Headline numbers first (monthly spend, waste, potential savings; the window and the price
-catalog stated once under them), then who wastes it (per namespace and per queue), the
+catalog stated once under them), then who wastes it (per namespace, per queue, per Kueue ClusterQueue), the
 charts, and the findings table. Vega, Vega-Lite and Vega-Embed are inlined, so the file
 opens with no network and no CDN.
 
@@ -107,7 +107,9 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
     hours = summary.get("hours")
     by_ns, by_queue = gi.query("waste_breakdown", by="namespace"), gi.query("waste_breakdown", by="queue")
     factor = monthly_factor(hours)
-    tables = waste_tables(by_ns, by_queue, factor=factor) if factor else []
+    # Kueue: by the ClusterQueue the pods were admitted to, where Kueue is there
+    tables = waste_tables(by_ns, by_queue, factor=factor,
+                          by_cluster_queue=gi.query("waste_breakdown", by="cluster_queue")) if factor else []
     # several clusters in one chart: each namespace, node, pool and queue named with its cluster
     built = [
         ("savings-by-rule", charts.savings_by_rule(recs)),

@@ -37,20 +37,24 @@ def monthly_factor(window_hours: float | None) -> float | None:
     return HOURS_PER_MONTH / window_hours if window_hours else None
 
 
-def waste_tables(by_ns: pl.DataFrame, by_queue: pl.DataFrame, *, factor: float) -> list[WasteTable]:
-    """The "who wastes it" tables: per namespace, and per queue when queues are in use; with
-    several clusters, one row per cluster first (the fleet) and then each cluster's own tables
-    (a namespace of one cluster is not the namespace of the same name in another)."""
+def waste_tables(by_ns: pl.DataFrame, by_queue: pl.DataFrame, *, factor: float,
+                 by_cluster_queue: pl.DataFrame | None = None) -> list[WasteTable]:
+    """The "who wastes it" tables: per namespace, and per Volcano queue and per Kueue ClusterQueue
+    when they are in use; with several clusters, one row per cluster first (the fleet) and then
+    each cluster's own tables (a namespace of one cluster is not the namespace of the same name in
+    another)."""
+    others = [(by_queue, "queue")] + ([(by_cluster_queue, "ClusterQueue")] if by_cluster_queue is not None else [])
     clusters = sorted(set(clusters_in(by_ns)) | set(clusters_in(by_queue)))
     if len(clusters) <= 1:
-        tables = [waste_table(by_ns, by="namespace", factor=factor), waste_table(by_queue, by="queue", factor=factor)]
+        tables = [waste_table(by_ns, by="namespace", factor=factor),
+                  *[waste_table(df, by=by, factor=factor) for df, by in others]]
         return [tables[0]] + [t for t in tables[1:] if has_groups(t)]
     fleet = (by_ns.with_columns(pl.col("cluster").alias("group"))
              .group_by("group").agg(pl.col([c for c in by_ns.columns if c.endswith("_usd")]).sum()))
     out = [waste_table(fleet, by="cluster", factor=factor, top_n=len(clusters))]
     for cluster in clusters:
         mine = [waste_table(df.filter(pl.col("cluster") == cluster), by=by, factor=factor, cluster=cluster)
-                for df, by in ((by_ns, "namespace"), (by_queue, "queue"))]
+                for df, by in ((by_ns, "namespace"), *others)]
         out += [mine[0]] + [t for t in mine[1:] if has_groups(t)]
     return out
 

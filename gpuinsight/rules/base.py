@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gpuinsight.rules.typed import Schema, Target
 
 RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray", "input_starved", "scale_to_zero",
-              "topology")
+              "topology", "cpu_pods_on_gpu_nodes")
 HOURS_PER_MONTH = 730.0
 
 

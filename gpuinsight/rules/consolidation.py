@@ -243,8 +243,8 @@ class ConsolidationRule(Rule):
             pods = pods_of.get((cluster, r["namespace"], r["workload"]), [])
             if not pods or len(pods) > settings["max_replicas"]:
                 continue  # not running now, or several replicas spread on purpose
-            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") for p in pods):
-                continue
+            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") or p.get("fractional") for p in pods):
+                continue  # a fraction of a shared GPU (vGPU, time-slicing, KAI) is already shared
             if any(num(p.get("gang_min_member"), 1) > 1 for p in pods):
                 continue  # a gang member is not a small service
             mem, compute = demand_size(r, t)

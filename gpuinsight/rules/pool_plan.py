@@ -31,8 +31,11 @@ def pool_key(node: dict[str, Any]) -> PoolKey:
 
 def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
     """Whole-GPU nodes the pool planner may move work between, partition GPUs of or release:
-    not running MIG or a sharing config already, not a sharing host or released by this plan."""
+    not running MIG or a sharing config already (a node whose pods hold fractions of shared GPUs
+    is shared: its GPUs are not whole-GPU bins), not a sharing host or released by this plan."""
     if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
+        return False
+    if num(n.get("fractional_pods")) > 0:
         return False
     if (n.get("sharing_strategy") or "none") not in ("none", ""):
         return False

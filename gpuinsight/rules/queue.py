@@ -1,4 +1,6 @@
-"""QueueRule: Volcano queues whose quota is far from their use.
+"""QueueRule: Volcano queues and Kueue ClusterQueues whose quota is far from their use.
+
+(Kueue: :mod:`gpuinsight.rules.kueue`; this module holds the kind and the Volcano part.)
 
 Over-provisioned: deserved (or capability) far above the p95 of what the queue's pods held ->
 shrink it to the p95 plus headroom, and scale the weight down in proportion. Starved: pods
@@ -23,14 +25,19 @@ import polars as pl
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.kueue import CLUSTER_QUEUE, kueue_findings
 from gpuinsight.rules.typed import (
     DNS_NAME,
+    LABEL_KEY,
     Schema,
     Target,
     integer,
+    list_of,
     mapping,
+    number,
     optional,
     resource_list,
+    schema,
     spec,
     text,
 )
@@ -44,11 +51,24 @@ def _guarantee(value: Any, where: str) -> None:
 
 
 @dataclass
+class FlavorQuota(Schema):
+    """One (flavor, resource) quota of a Kueue ClusterQueue."""
+
+    flavor: str = spec(text(DNS_NAME))
+    resource: str = spec(text(LABEL_KEY))
+    nominal_quota: float = spec(number)
+    lending_limit: float | None = spec(optional(number), None)
+
+
+@dataclass
 class QueueProposed(Schema):
+    """A Volcano Queue's weight / deserved / capability / guarantee, or a ClusterQueue's quotas."""
+
     weight: int | None = spec(optional(integer(1, 65535)), None)
     deserved: dict[str, Any] | None = spec(optional(resource_list), None)
     capability: dict[str, Any] | None = spec(optional(resource_list), None)
     guarantee: dict[str, Any] | None = spec(optional(_guarantee), None)
+    quotas: list[dict[str, Any]] | None = spec(optional(list_of(schema(FlavorQuota), non_empty=True)), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in super().to_dict().items() if v is not None}
@@ -57,13 +77,14 @@ class QueueProposed(Schema):
 @dataclass
 class QueueTarget(Target):
     name: str = spec(text(DNS_NAME))
-    kind: str = spec(text(choices=("Queue",)), "Queue")
+    kind: str = spec(text(choices=("Queue", CLUSTER_QUEUE)), "Queue")
 
 
 class QueueRule(Rule):
     name = "queue"
-    summary = "Resize Volcano queue weight/deserved/capability to what the queue really uses."
-    needs = ("queue_usage", "fleet_summary")
+    summary = ("Resize Volcano queue weight/deserved/capability and Kueue ClusterQueue nominalQuota to what the "
+               "queue really uses.")
+    needs = ("queue_usage", "kueue_quota_usage", "fleet_summary")
     settings = (
         Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved."),
         Setting("min_idle_gpus", 2.0, "...and at least this many deserved GPUs go unused."),
@@ -152,6 +173,7 @@ class QueueRule(Rule):
                               **floor_evidence(q, floor)},
                     target=QueueTarget(q["queue"]).to_dict(),
                 ))
+        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, usd_per_gpu_hour)
         return out
 
 

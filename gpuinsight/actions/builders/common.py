@@ -201,16 +201,19 @@ def pin_workload(state: ClusterState, ref: Ref, node_selector: dict[str, str],
     when the template was not observed the step is a note."""
     tolerations = list(tolerations or [])
     keys = ", ".join(str(t.get("key")) for t in tolerations)
-    change = f"nodeSelector {node_selector}" + (f" and toleration {keys} added to its own" if tolerations else "")
+    change = " and ".join(
+        ([f"nodeSelector {node_selector}"] if node_selector else [])
+        + ([f"toleration {keys} added to its own"] if tolerations else []))
     if not patchable(ref):
         return unpatchable(ref, f"with {change} to {why}")
-    fields = ("nodeSelector", "tolerations") if tolerations else ("nodeSelector",)
+    fields = (("nodeSelector",) if node_selector else ()) + (("tolerations",) if tolerations else ())
     if ref.kind == "VolcanoJob":
         return manifest_patch(state, ref, f"{why} ({change})", lambda ptr, spec: [
-            *selector_ops(ptr, spec, node_selector), *toleration_ops(ptr, spec, tolerations)], fields)
+            *(selector_ops(ptr, spec, node_selector) if node_selector else []),
+            *toleration_ops(ptr, spec, tolerations)], fields)
     tmpl = TEMPLATES[ref.kind]
     obj = state.get(ref)
-    spec: dict[str, Any] = {"nodeSelector": dict(node_selector)}
+    spec: dict[str, Any] = {"nodeSelector": dict(node_selector)} if node_selector else {}
     paths = [tmpl + pointer("nodeSelector", k) for k in node_selector]
     if tolerations:
         if obj is None or not state.is_known(ref, tmpl):
