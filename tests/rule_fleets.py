@@ -47,6 +47,8 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     priority_class: str | None = None
     queue: str | None = None
+    # the GPU indices DCGM saw it on: None = the next free ones of its node, in pod order; [] = unknown
+    gpu_indices: list[int] | None = None
     share: float | None = None        # part of a GPU it shares with others (a HAMi vGPU, a KAI fraction)
 
 
@@ -175,11 +177,31 @@ class Fleet:
             })
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
+    def gpu_indices(self) -> dict[tuple[str, str], list[int] | None]:
+        """(namespace, pod) -> the GPU indices it holds: stated ones, else the next free of its node."""
+        taken: dict[str, set[int]] = {}
+        for p in self.pods:
+            if p.gpu_indices:
+                taken.setdefault(p.node, set()).update(p.gpu_indices)
+        out: dict[tuple[str, str], list[int] | None] = {}
+        for p in self.pods:
+            if p.mig_profile or p.gpu_indices == []:
+                out[(p.namespace, p.name)] = None
+            elif p.gpu_indices is not None:
+                out[(p.namespace, p.name)] = sorted(p.gpu_indices)
+            else:
+                used = taken.setdefault(p.node, set())
+                free = [i for i in range(self.node(p.node).gpus) if i not in used][: int(p.gpus)]
+                used.update(free)
+                out[(p.namespace, p.name)] = free
+        return out
+
     def placement(self) -> pl.DataFrame:
         sizes: dict[tuple[str, str], int] = {}
         for p in self.pods:
             if p.gang:
                 sizes[(p.namespace, p.gang)] = sizes.get((p.namespace, p.gang), 0) + 1
+        indices = self.gpu_indices()
         rows = []
         for p in self.pods:
             n = self.node(p.node)
@@ -194,9 +216,9 @@ class Fleet:
                 "gang_pods": sizes.get((p.namespace, p.gang)) if p.gang else None,
                 "gang_min_member": p.gang_min if p.gang else None, "queue": p.queue,
                 "priority_class": p.priority_class, "labels": json.dumps(p.labels),
-                "annotations": json.dumps(p.annotations),
+                "annotations": json.dumps(p.annotations), "gpu_indices": indices[(p.namespace, p.name)],
             })
-        return pl.DataFrame(rows, infer_schema_length=None)
+        return pl.DataFrame(rows, infer_schema_length=None, schema_overrides={"gpu_indices": pl.List(pl.Int32)})
 
     def nodes_current(self) -> pl.DataFrame:
         held: dict[str, float] = {}

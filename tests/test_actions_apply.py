@@ -58,6 +58,8 @@ def snapshot(api: ApplyKubeAPI) -> dict[tuple[str, str | None, str], dict[str, A
                 o = copy.deepcopy(obj)
                 for key in ("resourceVersion", "generation", "managedFields"):
                     o["metadata"].pop(key, None)
+                # mig-manager's progress label is its own: it stays after a rollback, as on a real node
+                (o["metadata"].get("labels") or {}).pop("nvidia.com/mig.config.state", None)
                 out[(plural, o["metadata"].get("namespace"), o["metadata"]["name"])] = o
     return out
 

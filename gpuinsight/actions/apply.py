@@ -13,6 +13,7 @@ in one cluster); a change in a cluster with no context is refused before anythin
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,15 @@ from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.clusters import action_cluster, per_cluster, require
 from gpuinsight.actions.eks import Eks, describe_for_audit
 from gpuinsight.actions.kube import Kube, MissingApi
-from gpuinsight.actions.patching import get, norm, restore_ops, snapshot_fields, strip_server_fields
+from gpuinsight.actions.patching import (
+    PatchError,
+    get,
+    json_patch,
+    norm,
+    restore_ops,
+    snapshot_fields,
+    strip_server_fields,
+)
 from gpuinsight.actions.planio import FUTURE_SKEW, validate_plan
 from gpuinsight.actions.redact import MARK, contains_mark, redact, redact_fields
 from gpuinsight.actions.refs import Ref, kind_info
@@ -34,6 +43,11 @@ if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
 ROLLBACK_MANAGER = "gpuinsight-rollback"
+# How long a step waits for what must happen before it: pods evicted from a node to be
+# repartitioned (their termination grace period, 30 s by default, with room for slow ones), and
+# mig-manager's repartition (it stops the GPU Operator's pods, reconfigures, restarts them:
+# minutes; a reboot with WITH_REBOOT takes longer). Checked every POLL_S seconds.
+POD_WAIT_S, LABEL_WAIT_S, POLL_S = 900.0, 3600.0, 5.0
 
 
 class ApplyFailed(RuntimeFailure):
@@ -149,6 +163,34 @@ class _Runner:
         if not kube.served(info, sub):
             what = f"{info.api_version} {info.plural}{'/' + sub if sub else ''}"
             raise MissingApi(f"{action['target']}: {what} is not served by this cluster (CRD not installed?)", 404)
+
+    def wait_before(self, action: dict[str, Any]) -> None:
+        """What must hold before the action is applied: the pods a repartition needs gone are
+        gone from the node; the labels the node must show first (mig-manager's success) are there.
+        A failure (a pod still running, ``nvidia.com/mig.config.state=failed``) stops the apply."""
+        kube = self.need_kube(action)
+        node = str(action.get("node"))
+        deadline = time.monotonic() + (POD_WAIT_S if action.get("wait_for_pods_gone") else LABEL_WAIT_S)
+        while True:
+            if action.get("wait_for_pods_gone"):
+                left = [f"{p['namespace']}/{p['name']}" for p in action["wait_for_pods_gone"]
+                        if get(kube.get(Ref("Pod", p["namespace"], p["name"])), "/spec/nodeName") == node]
+                if not left:
+                    return
+                why = f"pods {', '.join(left)} still run on {node}"
+            else:
+                labels = get(kube.get(Ref("Node", None, node)), "/metadata/labels") or {}
+                wanted = action.get("wait_for_label") or {}
+                if all(labels.get(k) == v for k, v in wanted.items()):
+                    return
+                if any(labels.get(k) == "failed" for k in wanted):
+                    raise RuntimeFailure(f"{action['target']}: {', '.join(f'{k}=failed' for k in wanted)}: the "
+                                         f"reconfiguration failed (see the mig-manager pod's log on {node}); the node "
+                                         f"stays cordoned")
+                why = f"{node} does not show {wanted} yet"
+            if time.monotonic() >= deadline:
+                raise RuntimeFailure(f"{action['target']}: gave up waiting: {why}")
+            time.sleep(POLL_S)
 
     def run(self, action: dict[str, Any], *, dry_run: bool, resource_version: str | None = None) -> dict[str, Any]:
         """Carry out one action. ``resource_version`` (of the object as just read) makes the write
@@ -271,6 +313,8 @@ def apply_plan(plan: Plan, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse
     # 4. apply, recording each change as it happens
     for i, action in enumerate(actions):
         try:
+            if action.get("wait_for_pods_gone") or action.get("wait_for_label"):
+                runner.wait_before(action)  # before the object is read: waiting changes it (labels)
             prev = runner.current(action)
             rv = get(prev, "/metadata/resourceVersion") if isinstance(prev, dict) else None
             applied = runner.run(action, dry_run=False, resource_version=rv)
@@ -300,9 +344,19 @@ def rollback(plan_id: str, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse
     runner = _Runner.for_actions([r["applied"]["action"] for r in rows], kube, eks, False)
     result = ApplyResult(plan_id)
     steps = []
+    # an object as the newer restores leave it (a cordon undone by an uncordon of the same plan is
+    # checked against what undoing the uncordon restores, not against the live object)
+    restored: dict[str, dict[str, Any] | None] = {}
     for row in rows:
         action, prev = row["applied"]["action"], row["previous"]
-        steps.append((row, action, prev, _restore_plan(runner, action, prev, row["applied"].get("after"), force)))
+        todo = _restore_plan(runner, action, prev, row["applied"].get("after"), force, restored)
+        steps.append((row, action, prev, todo))
+        if todo.get("patch") is not None:
+            key = f"{action_cluster(action)}/{todo['ref'].key}"
+            try:
+                restored[key] = json_patch(todo["live"] or {}, todo["patch"])
+            except PatchError:
+                restored.pop(key, None)
     for row, action, _prev, todo in steps:  # dry run of every restore first
         try:
             _restore(runner, action, todo, dry_run=True)
@@ -322,13 +376,14 @@ def rollback(plan_id: str, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse
 
 
 def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any,
-                  force: bool) -> dict[str, Any]:
+                  force: bool, restored: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
     kind = action["type"]
     if kind in ("drain", "aws-eks"):
         return {"previous": prev}
     ref = model.action_ref(action)
     assert ref is not None
-    live = runner.need_kube(action).get(ref)
+    key = f"{action_cluster(action)}/{ref.key}"
+    live = (restored or {}).get(key) if key in (restored or {}) else runner.need_kube(action).get(ref)
     if isinstance(prev, dict) and "fields" not in prev:  # a row written before audits kept fields only
         after = after or _after(action, prev)
         prev = snapshot(action, prev)
@@ -344,7 +399,7 @@ def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any
         raise ApplyFailed(f"rollback refused: the recorded state of {action['target']} has {MARK} values "
                           f"(secrets are never stored); restore it by hand", ApplyResult(""))
     ops = [op for op in action.get("patch") or [] if op.get("op") == "test" and op["path"].endswith("/name")]
-    return {"patch": ops + restore_ops(prev, live or {}), "ref": ref}
+    return {"patch": ops + restore_ops(prev, live or {}), "ref": ref, "live": live}
 
 
 def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, dry_run: bool) -> str:

@@ -11,6 +11,8 @@ cluster's ``steps.sh`` carries out all of them in order through that cluster's k
     DIR/east/steps.sh            every step in order (DRY_RUN=1: server-side dry runs; `sh steps.sh N`
                                  starts at step N)
     DIR/east/01-config/          server-side apply configurations + kustomization.yaml
+    DIR/east/02-host-cordon-evict/ a node getting shared GPUs: cordoned, the pods that must leave it
+                                 evicted (before it is relabelled; uncordoned in its own step after)
     DIR/east/04-workload-patch/  JSON patches (`kubectl patch --type=json`, kustomize cannot target them)
     DIR/east/06-cordon-evict/    node cordons and pod evictions: one step, never a kustomization, so a
                                  node is never cordoned without being emptied
@@ -50,6 +52,7 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
+from gpuinsight.actions.apply import LABEL_WAIT_S, POD_WAIT_S
 from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.clusters import action_cluster, per_cluster
 from gpuinsight.actions.patching import apply_merge
@@ -64,20 +67,21 @@ MARKER = ".gpuinsight-plan"
 KUBECTL = '"$KUBECTL" --context "$CONTEXT"'
 SSA = f'{KUBECTL} apply --server-side --field-manager=gpuinsight $DRY'
 TOP_FILES = ("README.md", "steps.sh", "plan.json", MARKER)
-KUBECTL_STEPS = ("apply", "patch", "cordon-evict")  # the steps kubectl carries out (in a context)
+KUBECTL_STEPS = ("apply", "patch", "cordon-evict", "uncordon")  # the steps kubectl carries out (in a context)
 MAX_NAME = 120  # file name stem; object names go up to 253 characters, file names to 255 bytes
 
 
 @dataclass
 class Step:
-    kind: str          # apply | patch | cordon-evict | eks | manifest
+    kind: str          # apply | patch | cordon-evict | uncordon | eks | manifest
     phase: str
     actions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
-        return {"apply": self.phase, "patch": f"{self.phase}-patch", "cordon-evict": "cordon-evict",
-                "eks": "eks" if self.phase == "node-pool" else f"eks-{self.phase}",
+        return {"apply": self.phase, "patch": f"{self.phase}-patch",
+                "cordon-evict": "cordon-evict" if self.phase == "drain" else "host-cordon-evict",
+                "uncordon": "uncordon", "eks": "eks" if self.phase == "node-pool" else f"eks-{self.phase}",
                 "manifest": "manifest"}[self.kind]
 
 
@@ -85,6 +89,8 @@ def _step_kind(action: dict[str, Any]) -> str | None:
     kind = action["type"]
     if kind in ("cordon", "drain"):
         return "cordon-evict"
+    if kind == "uncordon":
+        return "uncordon"
     if kind in ("k8s-apply", "k8s-label"):
         return "apply"
     return {"k8s-patch": "patch", "aws-eks": "eks", "manifest-patch": "manifest"}.get(kind)
@@ -100,12 +106,14 @@ def steps_of(actions: list[dict[str, Any]]) -> list[Step]:
         kind = _step_kind(action)
         if kind is None:
             continue
-        phase = "drain" if kind == "cordon-evict" else str(action.get("phase"))
+        phase = str(action.get("phase"))
+        if kind == "cordon-evict":  # a host's cordon and evictions, or binpack's
+            phase = "host-drain" if phase in ("host-cordon", "host-drain") else "drain"
         if (phase, kind) not in by_key:
             by_key[(phase, kind)] = Step(kind, phase)
             steps.append(by_key[(phase, kind)])
         by_key[(phase, kind)].actions.append(action)
-    order = ("apply", "patch", "cordon-evict", "eks", "manifest")
+    order = ("apply", "patch", "cordon-evict", "uncordon", "eks", "manifest")
     return sorted(steps, key=lambda s: (model.phase_index({"phase": s.phase}), order.index(s.kind)))
 
 
@@ -315,8 +323,13 @@ def _step(files: _Files, folder: str, step: Step) -> tuple[str, str, list[str]]:
                                    _dump(obj)).split("/", 1)[1])
         files.add(f"{folder}/kustomization.yaml", _dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
                                                          "kind": "Kustomization", "resources": names}))
-        return (f"{step.phase}: {descriptions}", f"`kubectl apply --server-side -k {folder}` (steps.sh)",
-                [f"  {SSA} -k {folder}"])
+        waits = [f'  [ -n "${{DRY_RUN:-}}" ] || {KUBECTL} wait --for=delete -n {_q(pod["namespace"])} '
+                 f'{_q("pod/" + pod["name"])} --timeout={int(POD_WAIT_S)}s'
+                 for action in step.actions for pod in action.get("wait_for_pods_gone") or []]
+        how = f"`kubectl apply --server-side -k {folder}` (steps.sh)"
+        if waits:
+            how = "once the pods evicted before have terminated (steps.sh waits), " + how
+        return f"{step.phase}: {descriptions}", how, [*waits, f"  {SSA} -k {folder}"]
     if step.kind == "patch":
         lines = []
         for i, action in enumerate(step.actions, 1):
@@ -347,6 +360,18 @@ def _step(files: _Files, folder: str, step: Step) -> tuple[str, str, list[str]]:
         return (f"cordon and evict: {descriptions}",
                 "steps.sh only (cordon, then evictions through the Eviction API, PDB-aware): not a kustomization, "
                 "so a node is never cordoned and left full", lines)
+    if step.kind == "uncordon":
+        lines = []
+        for i, action in enumerate(step.actions, 1):
+            for key, value in (action.get("wait_for_label") or {}).items():
+                path = "{.metadata.labels." + key.replace(".", "\\.") + "}"
+                lines.append(f'  [ -n "${{DRY_RUN:-}}" ] || {KUBECTL} wait {_q("node/" + action["node"])} '
+                             f'--for={_q("jsonpath=" + path + "=" + value)} --timeout={int(LABEL_WAIT_S)}s')
+            rel = files.add(f"{folder}/{i:02d}-uncordon-{_slug(action['node'])}.yaml",
+                            _dump(model.apply_config(action)))
+            lines.append(f"  {SSA} -f {_q(rel)}")
+        return (f"uncordon: {descriptions}", "steps.sh only (waits for the node's reconfiguration, then "
+                                             "server-side apply of spec.unschedulable: false)", lines)
     if step.kind == "eks":
         lines = []
         for i, action in enumerate(step.actions, 1):

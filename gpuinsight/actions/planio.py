@@ -58,7 +58,7 @@ REC_KEYS = ("id", "rule", "cluster", "namespace", "workload", "node", "queue", "
             "monthly_savings_usd", "confidence", "evidence", "actions", "target")
 ACTION_KEYS = {"type", "phase", "target", "description", "recommendation", "cluster", "ref", "object", "observed",
                "patch_type", "patch", "node", "nodes", "labels", "pods", "gang", "call", "args", "copy_from",
-               "message"}
+               "message", "wait_for_pods_gone", "wait_for_label"}
 OBSERVED_KEYS = {"exists", "source", "resourceVersion", "generation", "fields", "scalingConfig"}
 
 
@@ -241,6 +241,16 @@ def _patch(ops: Any, where: str) -> None:
             raise _bad(f"{w}.value", "missing")
 
 
+def _pod_list(pods: Any, where: str) -> None:
+    if not isinstance(pods, list) or not pods:
+        raise _bad(where, "a non-empty list of {namespace, name}")
+    for i, pod in enumerate(pods):
+        pod = _object(pod, f"{where}[{i}]")
+        _keys(pod, ("namespace", "name"), f"{where}[{i}]")
+        _namespace(pod.get("namespace"), f"{where}[{i}].namespace")
+        _name(pod.get("name"), f"{where}[{i}].name")
+
+
 def check_action(action: Any, where: str, rec_id: str | None = None, cluster: str | None = None) -> None:
     if not isinstance(action, dict) or action.get("type") not in ACTION_TYPES:
         got = action.get("type") if isinstance(action, dict) else action
@@ -275,17 +285,17 @@ def check_action(action: Any, where: str, rec_id: str | None = None, cluster: st
         if not isinstance(labels, dict) or not labels:
             raise _bad(f"{where}.labels", "a non-empty {key: value} map")
         check_labels(labels, f"{where}.labels")
-    elif kind == "cordon":
+        if "wait_for_pods_gone" in action:
+            _pod_list(action["wait_for_pods_gone"], f"{where}.wait_for_pods_gone")
+    elif kind in ("cordon", "uncordon"):
         _name(action.get("node"), f"{where}.node")
+        if "wait_for_label" in action:
+            wait = action["wait_for_label"]
+            if not isinstance(wait, dict) or not wait:
+                raise _bad(f"{where}.wait_for_label", "a non-empty {key: value} map")
+            check_labels(wait, f"{where}.wait_for_label")
     elif kind == "drain":
-        pods = action.get("pods")
-        if not isinstance(pods, list) or not pods:
-            raise _bad(f"{where}.pods", "a non-empty list of {namespace, name}")
-        for i, pod in enumerate(pods):
-            pod = _object(pod, f"{where}.pods[{i}]")
-            _keys(pod, ("namespace", "name"), f"{where}.pods[{i}]")
-            _namespace(pod.get("namespace"), f"{where}.pods[{i}].namespace")
-            _name(pod.get("name"), f"{where}.pods[{i}].name")
+        _pod_list(action.get("pods"), f"{where}.pods")
         nodes = action.get("nodes", [])
         if not isinstance(nodes, list):
             raise _bad(f"{where}.nodes", "a list of node names")

@@ -57,7 +57,7 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     (a violation is a bug and raises :class:`gpuinsight.rules.ledger.LedgerError`)."""
     resolved = resolve_all(settings)
     ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]),
-                      topology_labels=topology_label_settings(resolved))
+                      topology_labels=topology_label_settings(resolved), settings=resolved)
     recs: list[Recommendation] = []
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:

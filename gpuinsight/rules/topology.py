@@ -152,7 +152,10 @@ class TopologyRule(Rule):
                 continue
             if (n.get("sharing_strategy") or "none") not in ("none", "") or n.get("device_plugin_config"):
                 continue
-            free[name] = max(0.0, num(n.get("gpu_count")) - held[(c, name)] + own.get(name, 0.0))
+            if (c, name) in ctx.hosts:  # a sharing host of this plan: its GPUs are shared
+                continue
+            shared = ctx.shared_gpus.get((c, name), 0.0)  # GPUs this plan partitions for shared work
+            free[name] = max(0.0, num(n.get("gpu_count")) - held[(c, name)] - shared + own.get(name, 0.0))
         best = tightest_fit(topo, cluster, mine, free, current)
         if best is None:
             return None

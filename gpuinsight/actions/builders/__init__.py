@@ -44,6 +44,21 @@ def build_actions(rec: Recommendation, state: ClusterState) -> list[dict[str, An
     return actions
 
 
+def prepare(recs: list[Recommendation], state: States) -> None:
+    """Let each builder see the whole plan of a cluster first (``prepare(recs, state)``, where it
+    has one), with that cluster's state: e.g. one mig-parted config holding every node config the
+    plan gives the cluster, written once."""
+    for cluster in sorted({r.cluster for r in recs}):
+        own = state_for(state, cluster)
+        if own is None:
+            continue  # refused when its findings are built
+        mine = [r for r in recs if r.cluster == cluster]
+        for module in {id(m): m for m in BUILDERS.values()}.values():
+            hook = getattr(module, "prepare", None)
+            if hook is not None:
+                hook([r for r in mine if BUILDERS.get(r.rule) is module], own)
+
+
 def required_refs(plan: Plan | list[Recommendation], state: ClusterState) -> list[Ref]:
     """Objects the builders read in ``state``'s cluster, to be fetched live before building (order
     kept, no duplicates); the plan's findings in other clusters are not asked about."""
@@ -69,6 +84,7 @@ def attach_actions(plan: Plan, state: States, *, strict: bool = False) -> Plan:
     raises it. Conflicting changes to the same field from two recommendations raise
     :class:`ActionError`.
     """
+    prepare(plan.recommendations, state)
     for rec in plan.recommendations:
         try:
             own = state_for(state, rec.cluster)
@@ -112,6 +128,8 @@ def ordered_actions(plan: Plan | list[Recommendation], only: set[str] | None = N
             ref = model.action_ref(action)
             for ptr in leaf_pointers(cfg):
                 value = norm(get(cfg, ptr))
+                if action["type"] == "uncordon" and ptr == "/spec/unschedulable":
+                    continue  # undoes the cordon of the same node: the two are steps of one change
                 field_key = (action_cluster(action), ref.key if ref else "", ptr)
                 if field_key in owner and owner[field_key][0] != value:
                     raise ActionError(f"recommendations {owner[field_key][1]} and {action.get('recommendation')} set "
@@ -128,4 +146,4 @@ def _identity(action: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in action.items() if k not in ignore}, sort_keys=True, default=str)
 
 
-__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "required_refs"]
+__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "prepare", "required_refs"]
