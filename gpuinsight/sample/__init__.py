@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .dumps import write_kubectl_dumps
 from .fleet import Fleet, build_fleet
 from .frames import GPU_SAMPLES_SCHEMA, gpu_sample_frames
-from .kubectl import write_kubectl_dumps
 from .openmetrics import write_openmetrics
 from .spec import GPUS_PER_CELL, FleetSpec
 from .truth import ground_truth, write_ground_truth
