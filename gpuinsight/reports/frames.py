@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.plan import target_of
 from gpuinsight.reports.theme import OTHER
-from gpuinsight.rules.base import target_of
 
 # Altair's default inline limit; every chart's data stays below it.
 MAX_ROWS = 5000

@@ -16,7 +16,7 @@ import polars as pl
 
 from gpuinsight.config import Config
 from gpuinsight.errors import NotFound
-from gpuinsight.rules.base import HOURS_PER_MONTH, Plan, Recommendation
+from gpuinsight.plan import HOURS_PER_MONTH, Plan, Recommendation
 
 Frames = dict[str, pl.DataFrame | Callable[..., pl.DataFrame]]
 

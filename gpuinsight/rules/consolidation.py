@@ -17,17 +17,22 @@ the plan really leaves free.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
-from gpuinsight.migparted import check_entries
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id, stable_id
-from gpuinsight.rules.binpack import Move
+from gpuinsight.plan import Recommendation, finding_id, stable_id
+from gpuinsight.plan.kinds.mig import MIG, MigProposed, StoppedPod
+from gpuinsight.plan.kinds.sharing import MPS, TIMESLICE, MpsProposed, SharedGroupTarget, TimeslicingProposed
+from gpuinsight.plan.schema import (
+    Schema,
+    WorkloadTarget,
+)
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
@@ -52,102 +57,8 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
 from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
-from gpuinsight.rules.typed import (
-    DNS_LABEL,
-    DNS_NAME,
-    LABEL_VALUE,
-    MIG_PROFILE,
-    Schema,
-    Target,
-    WorkloadTarget,
-    bad,
-    boolean,
-    integer,
-    list_of,
-    mapping,
-    number,
-    optional,
-    schema,
-    spec,
-    text,
-    workload,
-)
+from gpuinsight.rules.settings import FRACTION, Setting
 
-
-def _resource_matches(data: dict[str, Any], where: str) -> None:
-    if "resource" in data and data["resource"] != f"nvidia.com/mig-{data.get('mig_profile')}":
-        raise bad(f"{where}.resource", f"{data['resource']!r} does not match mig_profile {data.get('mig_profile')!r}")
-
-
-def _check_moves(data: dict[str, Any], where: str) -> None:
-    for i, move in enumerate(data.get("evict") or []):
-        text(DNS_NAME)(move.get("from") if isinstance(move, dict) else None, f"{where}.evict[{i}].from")
-
-
-def _check_layout(data: dict[str, Any], where: str) -> None:
-    if data.get("node_layout"):
-        check_entries(data["node_layout"], f"{where}.node_layout")
-
-
-@dataclass
-class StoppedPod(Schema):
-    """A small workload's pod stopped before its GPU is repartitioned (it restarts on its slice)."""
-
-    namespace: str = spec(text(DNS_LABEL))
-    pod: str = spec(text(DNS_NAME))
-    workload: str = spec(text(DNS_NAME))
-
-
-@dataclass
-class MigProposed(Schema):
-    mig_profile: str = spec(text(MIG_PROFILE))
-    node_mig_config: str = spec(text(LABEL_VALUE))
-    resource: str = spec(text(), "")
-    count: int = spec(integer(1), 1)
-    gpu_model: str | None = spec(optional(text()), None)
-    node: str | None = spec(optional(text(DNS_NAME)), None)
-    repartition: bool = spec(boolean, False)  # the node is to get node_mig_config (else it runs it)
-    group: list[str] = spec(list_of(text()), [])
-    gpus_freed: float = spec(number, 0.0)
-    # the device plugin's strategy on the node: mixed (slices are nvidia.com/mig-<profile>, a node
-    # may keep GPUs whole) or single (every GPU one named layout, slices stay nvidia.com/gpu)
-    strategy: str = spec(text(choices=("mixed", "single")), "mixed")
-    gpu_index: int | None = spec(optional(integer(0, 63)), None)  # the GPU partitioned (mixed)
-    node_layout: list[dict[str, Any]] = spec(list_of(mapping), [])  # the node's mig-parted entries
-    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the node first
-    stop_first: list[dict[str, Any]] = spec(list_of(schema(StoppedPod)), [])
-    extra_checks = (_resource_matches, _check_moves, _check_layout)
-
-
-@dataclass
-class SharedProposed(Schema):
-    replicas: int = spec(integer(2, 64))
-    config_name: str = spec(text(LABEL_VALUE))
-    node: str | None = spec(optional(text(DNS_NAME)), None)
-    group: list[str] = spec(list_of(text()), [])
-    gpus_freed: float = spec(number, 0.0)
-    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the host first
-    extra_checks = (_check_moves,)
-
-
-@dataclass
-class MpsProposed(SharedProposed):
-    sharing: str = spec(text(choices=("mps",)), "mps")
-
-
-@dataclass
-class TimeslicingProposed(SharedProposed):
-    sharing: str = spec(text(choices=("time-slicing",)), "time-slicing")
-
-
-@dataclass
-class SharedGroupTarget(Target):
-    workloads: list[dict[str, Any]] = spec(list_of(workload, non_empty=True))
-    kind: str = spec(text(choices=("SharedGroup",)), "SharedGroup")
-    member: dict[str, Any] | None = spec(optional(workload), None)
-
-
-SHARING_BUILDER = "gpuinsight.actions.builders.sharing"
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
 # what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
 OPERATOR_RESTARTS = ("the GPU Operator's device plugin, GPU feature discovery and DCGM exporter pods on the node "
@@ -163,21 +74,23 @@ class ConsolidationRule(Rule):
              "analysis_window", "disruption_budgets")
     settings = (
         Setting("memory_headroom", 0.10, "Framebuffer a workload gets over its observed maximum (fraction)."),
-        Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use."),
-        Setting("max_compute", 0.50, "Only workloads whose short-window p95 is at most this share of a GPU."),
-        Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU."),
-        Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas)."),
-        Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose)."),
+        Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use.",
+                bounds=(0.01, 1.0)),
+        Setting("max_compute", 0.50, "Only workloads whose short-window p95 is at most this share of a GPU.",
+                bounds=FRACTION),
+        Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU.",
+                bounds=(0.01, 1.0)),
+        Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas).",
+                bounds=(2, 64)),
+        Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose).",
+                bounds=(1, math.inf)),
         Setting("mig_strategy", "auto", "The device plugin's MIG strategy: auto (the node label "
-                                        "nvidia.com/mig.strategy, mixed without it), mixed or single."),
+                                        "nvidia.com/mig.strategy, mixed without it), mixed or single.",
+                                                choices=("auto", "mixed", "single")),
         MIN_HOURS,
         FULL_CONFIDENCE,
     )
-    kinds = (
-        FindingKind("mig", "gpuinsight.actions.builders.mig", MigProposed, WorkloadTarget, "gpus_returned"),
-        FindingKind("mps", SHARING_BUILDER, MpsProposed, SharedGroupTarget, "gpus_returned"),
-        FindingKind("timeslice", SHARING_BUILDER, TimeslicingProposed, SharedGroupTarget, "gpus_returned"),
-    )
+    kinds = (MIG, MPS, TIMESLICE)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -307,7 +220,7 @@ class ConsolidationRule(Rule):
         r, prof = d.row, slot.profile
         cluster = d.key[0]
         freed = 1.0 - prof.compute_slices / 7
-        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         src = nodes[(cluster, d.node)]
         gpu_price = _gpu_price(src)
         ctx.ledger.account((cluster, d.node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
@@ -374,7 +287,7 @@ class ConsolidationRule(Rule):
         r, cluster = d.row, d.key[0]
         gpu = rp.gpus[index]
         freed = 1.0 - gpu.share(d)
-        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         layout = rp.layout()
         config = mig_config_name(rp.node, layout)
         granted = self._claim(rid, d, freed, ctx, nodes, room, set())

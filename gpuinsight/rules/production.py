@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import Setting
+from gpuinsight.rules.settings import Setting
 
 _SPLIT = re.compile(r"[-_./:\s]+")
 TRUE_WORDS = frozenset({"true", "yes", "1", "on"})

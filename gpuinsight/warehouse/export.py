@@ -57,6 +57,7 @@ TABLES: dict[str, str | None] = {
     "k8s_snapshots": None,
     "clusters": None,
     "prices": None,
+    "plans": None,
     "recommendations": None,
     "applied_actions": None,
 }

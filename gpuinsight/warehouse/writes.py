@@ -24,7 +24,7 @@ one without changing the path.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -39,7 +39,7 @@ from gpuinsight.errors import RuntimeFailure
 # against) and stored plans. Every other table is fleet data.
 KEPT_BY_REBUILD: frozenset[str] = frozenset({
     "schema_version", "model_state", "mig_profiles", "mig_layouts",
-    "applied_actions", "reviewed_plans", "recommendations",
+    "applied_actions", "reviewed_plans", "recommendations", "plans",
 })
 
 
@@ -83,6 +83,9 @@ class WriteSession:
     # bookkeeping to record once a failed session is rolled back (a collection's "failed" state),
     # each in a transaction of its own; their own failures never hide the session's
     after_rollback: list[Callable[[], None]] = field(default_factory=list)
+    # checks each write of the load under way against its source's contracts (operation, table,
+    # key; raises): :class:`gpuinsight.sources.base.ContractGuard`, set by the facade's load
+    guard: Callable[[str, str, Sequence[str]], None] | None = None
 
 
 @contextlib.contextmanager

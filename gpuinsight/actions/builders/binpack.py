@@ -22,7 +22,11 @@ from gpuinsight.actions.builders.common import check_pdbs, eviction_batches, fai
 from gpuinsight.actions.patching import pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import BINPACK
+
+# the finding kinds this module builds the actions of
+BUILDS = (BINPACK,)
 
 SCHEDULER_CM = Ref("ConfigMap", "volcano-system", "volcano-scheduler-configmap")
 CONF_KEY = "volcano-scheduler.conf"

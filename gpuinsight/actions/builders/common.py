@@ -20,7 +20,7 @@ from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import escape, get, pointer, tokens
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
 from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions
 
 # Where each patchable workload kind keeps its pod spec (server-side apply kinds).
