@@ -28,6 +28,7 @@ import polars as pl
 import vl_convert as vlc
 
 from gpuinsight.errors import BadInput
+from gpuinsight.plan.kinds import SCALE_TO_ZERO
 from gpuinsight.reports import charts, ray_keda, theme
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import cluster_scoped, recommendations_frame
@@ -126,7 +127,7 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
         ("queue-usage", charts.queue_usage(cluster_scoped(gi.query("queue_usage"), "queue"))),
         *input_starved_charts(gi.query, plan.recommendations),
     ]
-    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
+    sleepy = SCALE_TO_ZERO.of(plan.recommendations)
     if sleepy:
         built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
     # the title names the cluster viewed, else the clusters the data holds
