@@ -460,7 +460,7 @@ def test_label_index_covers_exactly_what_the_selector_matches() -> None:
     brute-force selector check gives, in the same order, on random pods and selectors."""
     import random
 
-    from gpuinsight.rules.disruption import LabelIndex, selector_matches
+    from gpuinsight.kubelabels import LabelIndex, selector_matches
 
     rnd = random.Random(11)
     keys, values = ["app", "tier", "team", "x"], ["a", "b", "c", 1]
@@ -480,3 +480,26 @@ def test_label_index_covers_exactly_what_the_selector_matches() -> None:
         assert index.covered(ns, selector) == brute
         seen_match += bool(brute)
     assert seen_match > 50  # the selectors did match pods: the comparison is not between empty lists
+
+
+def test_one_selector_reading_for_pdbs_hypernodes_and_spot() -> None:
+    """Spot's PDB check reads ``matchExpressions`` as the binpack planner does (a PDB selecting
+    its pods by expression alone was missed); a HyperNode's empty ``labelMatch`` selects every
+    node, an empty PDB selector protects nothing here; an unknown operator selects nothing."""
+    from gpuinsight.kubelabels import selector_matches
+    from gpuinsight.rules.spot import has_pdb
+    from gpuinsight.rules.topology_domains import _selects
+
+    pod = '{"app": "api", "tier": "serving"}'
+    by_expression = '{"matchExpressions": [{"key": "app", "operator": "In", "values": ["api", "web"]}]}'
+    assert has_pdb({"pod_labels": pod, "pdb_selectors": [by_expression]})
+    assert has_pdb({"pod_labels": pod, "pdb_selectors": ['{"matchLabels": {"app": "api"}}']})
+    assert not has_pdb({"pod_labels": pod, "pdb_selectors": [
+        '{"matchLabels": {"app": "api"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", '
+        '"values": ["serving"]}]}', "{}"]})
+    assert _selects({"selector": {"labelMatch": {}}}, "n1", {"rack": "r1"})
+    assert _selects({"selector": {"labelMatch": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}}},
+                    "n1", {"rack": "r1"})
+    assert not selector_matches({}, {"app": "api"})
+    assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]},
+                                {"app": "api"})

@@ -111,8 +111,7 @@ class ConsolidationRule(Rule):
         catalog = ctx.rows(frames, "mig_catalog")
         layouts = parse_layouts(catalog[0]["layouts"] or []) if catalog else []
         for c in catalog:
-            profiles[c["gpu_model"]].append(MigProfile(c["gpu_model"], c["profile"], c["memory_gb"],
-                                                       c["compute_slices"], c["memory_slices"], c["max_instances"]))
+            profiles[c["gpu_model"]].append(MigProfile.from_row(c))
         out: list[Recommendation] = []
         # 1. free instances of nodes already running MIG: already paid for, no repartitioning
         groups: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)

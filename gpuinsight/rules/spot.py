@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.kubelabels import json_object, label_map, selector_matches
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.spot import SPOT, SpotProposed
 from gpuinsight.plan.schema import WorkloadTarget
@@ -37,7 +38,7 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
-from gpuinsight.rules.topology_domains import as_map, csv
+from gpuinsight.rules.topology_domains import csv
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -213,14 +214,10 @@ def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any],
 
 
 def has_pdb(c: dict[str, Any]) -> bool:
-    labels = c.get("pod_labels")
-    labels = json.loads(labels) if isinstance(labels, str) else (labels or {})
-    for sel in c.get("pdb_selectors") or []:
-        sel = json.loads(sel) if isinstance(sel, str) else (sel or {})
-        match = sel.get("matchLabels") or {}
-        if match and all(labels.get(k) == v for k, v in match.items()):
-            return True
-    return False
+    """Is one of the workload's pods covered by a PodDisruptionBudget of its namespace
+    (``matchLabels`` and ``matchExpressions``; an empty selector is not counted)?"""
+    labels = label_map(c.get("pod_labels"))
+    return any(selector_matches(json_object(sel), labels) for sel in c.get("pdb_selectors") or [])
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", re.IGNORECASE)
@@ -242,7 +239,7 @@ def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
     """(interval in hours, how it is known): the owner's annotation or label, else periodic PCIe
     TX bursts regular enough and resolved by the step (at most half the interval), else None."""
     keys = csv(settings["checkpoint_keys"])
-    for where, values in (("annotation", as_map(r.get("annotations"))), ("label", as_map(r.get("labels")))):
+    for where, values in (("annotation", label_map(r.get("annotations"))), ("label", label_map(r.get("labels")))):
         for key in keys:
             # kube-state-metrics publishes the key sanitized (gpuinsight_io_checkpoint_interval)
             for spelling in dict.fromkeys((key, re.sub(r"[^a-zA-Z0-9_]", "_", key))):

@@ -20,8 +20,9 @@ from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import escape, get, pointer, tokens
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
+from gpuinsight.kubelabels import LabelIndex, tolerates
 from gpuinsight.plan import Recommendation
-from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions
+from gpuinsight.rules.disruption import allowed_disruptions
 
 # Where each patchable workload kind keeps its pod spec (server-side apply kinds).
 TEMPLATES = {
@@ -157,19 +158,6 @@ def manifest_patch(state: ClusterState, ref: Ref, change: str | Callable[[], str
 
 
 # -- pinning a workload ---------------------------------------------------------------------
-def tolerates(tolerations: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
-    """Whether ``tolerations`` already tolerate the taint ``wanted`` is meant for (the scheduler's rule)."""
-    for tol in tolerations:
-        if tol.get("effect") and tol["effect"] != wanted.get("effect"):
-            continue
-        if tol.get("key") and tol["key"] != wanted.get("key"):
-            continue
-        if (tol.get("operator") or "Equal") == "Exists" or (
-                tol.get("key") and tol.get("value", "") == wanted.get("value", "")):
-            return True
-    return False
-
-
 def merged_tolerations(current: Any, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A pod template's tolerations with ``wanted`` added (nothing dropped or reordered)."""
     kept = [copy.deepcopy(t) for t in current or [] if isinstance(t, dict)]
