@@ -503,3 +503,20 @@ def test_one_selector_reading_for_pdbs_hypernodes_and_spot() -> None:
     assert not selector_matches({}, {"app": "api"})
     assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]},
                                 {"app": "api"})
+
+
+def test_a_rule_reads_only_the_models_it_declares() -> None:
+    """Each rule is handed its declared ``needs`` (and the engine's frames): a model it does not
+    declare is refused, so :func:`needed_frames` fetches everything a plan reads."""
+    from gpuinsight.rules.context import PlanContext
+    from gpuinsight.rules.engine import DeclaredFrames
+
+    frames = Fleet([Node("n1", **L4)], [Pod("nb-0", "n1", "jupyter")]).frames()
+    view = DeclaredFrames(frames, "idle", ("workload_gpu_profile",))
+    assert view["workload_gpu_profile"] is frames["workload_gpu_profile"] and "analysis_window" in view
+    with pytest.raises(AssertionError, match="rule idle reads the model 'queue_usage' it does not declare"):
+        view.get("queue_usage")
+    ctx = PlanContext()
+    ctx.rows(frames, "queue_usage")  # cached for the plan ...
+    with pytest.raises(AssertionError, match="does not declare"):
+        ctx.rows(view, "queue_usage")  # ... and still refused to a rule that does not declare it

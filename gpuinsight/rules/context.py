@@ -46,10 +46,11 @@ class PlanContext:
         """A rule's resolved settings (the engine resolves every group before the first rule runs)."""
         return self.settings[name]
 
-    def rows(self, frames: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    def rows(self, frames: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
         """A frame as row dicts, converted once per plan (read-only: rules copy before changing)."""
+        frame = frames.get(name)  # asked every time: a rule's frames refuse a model it does not declare
         if name not in self._rows:
-            self._rows[name] = rows(frames.get(name))
+            self._rows[name] = rows(frame)
         return self._rows[name]
 
     def topology(self, frames: dict[str, Any]) -> Topology:

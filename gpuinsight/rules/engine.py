@@ -9,7 +9,7 @@ per node, and the ledger's invariants are checked (a violation is a bug and rais
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,27 @@ def needed_frames() -> set[str]:
     for rule in ALL_RULES:
         names.update(rule.needs)
     return names
+
+
+class DeclaredFrames(Mapping[str, pl.DataFrame]):
+    """The frames one rule may read: its declared ``needs`` and the engine's. Reading any other
+    is a bug in the rule (it would depend on a model :func:`needed_frames` may not fetch) and
+    raises; a declared frame the caller did not give reads as absent."""
+
+    def __init__(self, frames: Mapping[str, pl.DataFrame], rule: str, declared: Iterable[str]) -> None:
+        self._frames, self._rule = frames, rule
+        self._declared = frozenset(declared) | frozenset(ENGINE_FRAMES)
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        if name not in self._declared:
+            raise AssertionError(f"rule {self._rule} reads the model {name!r} it does not declare in its needs")
+        return self._frames[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in self._frames if n in self._declared)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def resolve_all(settings: Settings | None) -> dict[str, Resolved]:
@@ -69,7 +90,8 @@ def evaluate_plan(frames: Mapping[str, pl.DataFrame], settings: Settings | None 
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:
             continue
-        recs.extend(r for r in rule_cls().evaluate(frames, resolved[rule_cls.name], ctx)
+        view = DeclaredFrames(frames, rule_cls.name, rule_cls.needs)
+        recs.extend(r for r in rule_cls().evaluate(view, resolved[rule_cls.name], ctx)
                     if not only or r.rule in only or rule_cls.name in only)
     ids = [r.id for r in recs]
     if len(set(ids)) != len(ids):
