@@ -2,6 +2,8 @@
 -- grain: one row per node per clock hour the node existed in the window
 -- materialize: table
 -- depends: analysis_window
+-- columns: cluster, node, hour, instance_type, capacity_type, node_pool, zone, gpu_model, gpu_count,
+--   mig_config, on_demand_usd_per_hour, covered_s, usd_per_hour, price_missing, cost_usd, gpu_hours
 -- description: node presence per hour with its hourly price from the catalog in force:
 --   spot nodes at the spot price, others on demand; a node whose instance type has no price
 --   (or a spot node with no spot price) keeps usd_per_hour NULL and price_missing = true, so

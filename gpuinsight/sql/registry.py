@@ -8,6 +8,7 @@ Each file opens with a header of ``-- key: value`` lines::
     -- param: by VARCHAR IN (namespace, queue) = namespace -- a parameter taking only these values
     -- depends: allocation_hourly
     -- materialize: table
+    -- columns: cluster, node, gpu, hour, gr_active_mean, ...
     -- description: what it answers; continuation lines start with "--   ".
 
 Parameters are referenced in the body as ``$name`` and always bound, never pasted. A model
@@ -18,7 +19,9 @@ window) in a table ``<name>__default`` built by :meth:`refresh` after the tables
 the defaults it is read from there, asked with other values it runs. For the costly models
 every rule and the report read (each would otherwise scan the raw samples per command). Errors
 from DuckDB are reported as ``file.sql:LINE`` because the body is run with its header, line for
-line.
+line. ``columns`` lists what the model returns, in order: every answer is checked against it
+(a model that returns other columns is a bug, reported at its ``columns`` line), so the readers
+of a model (rules, reports) can rely on its header.
 """
 
 from __future__ import annotations
@@ -99,6 +102,21 @@ class Query:
     text: str
     header_lines: int = field(default=0)
     keep_default: bool = False  # materialize: default (see the module's docstring)
+    columns: tuple[str, ...] = ()  # what every answer holds, in order (``-- columns:``)
+    columns_line: int = 0
+
+    def check_columns(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame`` when it has the declared columns in their order; else RuntimeFailure naming
+        the first difference at the header's ``columns`` line."""
+        got = tuple(frame.columns)
+        if got != self.columns:
+            missing = [c for c in self.columns if c not in got]
+            extra = [c for c in got if c not in self.columns]
+            what = (f"does not return {', '.join(missing)}" if missing else
+                    f"returns {', '.join(extra)}, not declared" if extra else
+                    f"returns its columns in another order ({', '.join(got)})")
+            raise RuntimeFailure(f"{self.path.name}:{self.columns_line}: {what} (columns: {', '.join(self.columns)})")
+        return frame
 
     @property
     def default_table(self) -> str:
@@ -147,6 +165,7 @@ def parse_query_file(path: Path) -> Query:
     params: list[Param] = []
     last_key = None
     header_lines = 0
+    lines_of: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.startswith("--"):
             break
@@ -170,9 +189,10 @@ def parse_query_file(path: Path) -> Query:
                 )
             else:
                 meta[key] = value
+                lines_of.setdefault(key, lineno)
         elif cont and last_key and last_key != "param":
             meta[last_key] = (meta.get(last_key, "") + " " + cont.group(1).strip()).strip()
-    for required in ("name", "grain", "description"):
+    for required in ("name", "grain", "columns", "description"):
         if not meta.get(required):
             raise RuntimeFailure(f"{path.name}:1: header lacks '-- {required}:'")
     if meta["name"] != path.stem:
@@ -191,8 +211,13 @@ def parse_query_file(path: Path) -> Query:
     if materialize and params:
         raise RuntimeFailure(f"{path.name}: a materialized model cannot take parameters")
     depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
+    columns = tuple(c.strip() for c in meta["columns"].split(","))
+    if not all(re.fullmatch(r"[a-z_][a-z0-9_]*", c) for c in columns) or len(set(columns)) != len(columns):
+        raise RuntimeFailure(f"{path.name}:{lines_of['columns']}: columns must be distinct lower-case names, "
+                             f"comma-separated")
     return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
-                 materialize, text, header_lines, keep_default=how == "default")
+                 materialize, text, header_lines, keep_default=how == "default", columns=columns,
+                 columns_line=lines_of["columns"])
 
 
 def _strip_comments(sql: str) -> str:
@@ -246,13 +271,14 @@ class QueryRegistry:
         if q.materialize:
             if params:
                 raise BadInput(f"{name}: takes no parameters")
-            return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
+            return q.check_columns(_execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False))
         bound = q.bind(params)
         # a warehouse refreshed before this model kept its answer has no such table: run it (asked
         # first, not tried: inside a transaction a failed statement would abort the transaction)
         if q.keep_default and bound == q.bind({}) and _table_exists(con, q.default_table):
-            return to_polars(con, f'SELECT * FROM "{q.default_table}"')  # in the model's own ORDER BY
-        return _execute(con, q, q.text, bound)
+            # in the model's own ORDER BY
+            return q.check_columns(to_polars(con, f'SELECT * FROM "{q.default_table}"'))
+        return q.check_columns(_execute(con, q, q.text, bound))
 
     def kept_defaults(self) -> list[Query]:
         """The models whose default answer :meth:`refresh` keeps (``materialize: default``)."""

@@ -61,6 +61,13 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
 
 def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
     q = _transform()
+    # the INSERT names no columns: what it selects must be gpu_hourly's, in order
+    table = tuple(r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'gpu_hourly' AND schema_name = 'main' "
+        "ORDER BY column_index").fetchall())
+    if table != q.columns:
+        raise RuntimeFailure(f"{q.path.name}:{q.columns_line}: inserts {', '.join(q.columns)} into gpu_hourly, "
+                             f"whose columns are {', '.join(table)}")
     where, scope = "hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)", [*bounds, cluster, cluster]
     con.execute(f"DELETE FROM gpu_hourly WHERE {where}", scope)
     try:

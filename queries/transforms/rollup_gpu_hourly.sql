@@ -3,6 +3,9 @@
 -- param: hour_from TIMESTAMP = NULL -- first hour to rebuild
 -- param: hour_to TIMESTAMP = NULL -- last hour to rebuild (inclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster's hours (NULL: every cluster)
+-- columns: cluster, hour, gpu_uuid, mig_instance, mig_profile, namespace, pod, node, model_name, samples,
+--   covered_s, gr_active_avg, gr_active_max, sm_active_avg, sm_active_max, gpu_util_avg, fb_used_avg_mib,
+--   fb_used_max_mib, fb_free_min_mib, power_avg_w
 -- description: rebuilds gpu_hourly from gpu_samples for the hours a load touched (the caller
 --   deletes those hours first, in the same transaction), for the cluster the load was about:
 --   collecting one cluster never re-aggregates another's samples. Means are weighted by each sample's
