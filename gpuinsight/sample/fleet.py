@@ -16,6 +16,8 @@ import polars as pl
 from .spec import (
     BASE_NODE_COUNT,
     BASE_WORKLOAD_COUNT,
+    SERVING_NODE_COUNT,
+    SERVING_WORKLOAD_COUNT,
     GAP_LEN_S,
     GAP_NODE,
     GAP_START_H,
@@ -148,8 +150,10 @@ class _Builder:
         # their own, so the first ones keep the facts they always had
         for rng, nodes, workloads in (
                 (np.random.default_rng([sp.seed, cell]), range(BASE_NODE_COUNT), range(BASE_WORKLOAD_COUNT)),
-                (np.random.default_rng([sp.seed, cell, 14]), range(BASE_NODE_COUNT, len(NODES)),
-                 range(BASE_WORKLOAD_COUNT, len(WORKLOADS)))):
+                (np.random.default_rng([sp.seed, cell, 14]), range(BASE_NODE_COUNT, SERVING_NODE_COUNT),
+                 range(BASE_WORKLOAD_COUNT, SERVING_WORKLOAD_COUNT)),
+                (np.random.default_rng([sp.seed, cell, 24]), range(SERVING_NODE_COUNT, len(NODES)),
+                 range(SERVING_WORKLOAD_COUNT, len(WORKLOADS)))):
             self._add_nodes(cell, rng, nodes, node_rows, gpu_rows)
             for t in workloads:
                 self._add_workload(cell, t, WORKLOADS[t], cell_suffix(cell), rng, node_rows, gpu_rows)

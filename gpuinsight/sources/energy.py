@@ -70,8 +70,14 @@ def gpu_energy_samples(series: pl.DataFrame, cluster: str, step_s: int,
         if dropped is not None and n:
             dropped[COUNTER + " (counter resets)"] = dropped.get(COUNTER + " (counter resets)", 0) + n
         inc = pl.when(reset).then(pl.col("value")).otherwise(pl.col("value") - pl.col("_prev"))
-        start = ((pl.col("_t0").dt.epoch("us") // step_us) * step_us).cast(TS)
-        per_series = r.select(keys, "_model", start.alias("ts"), (inc / 1000.0).alias("energy_j")) \
+        # an interval longer than a step (the exporter was down) is spread over the steps it covers
+        first = pl.col("_t0").dt.epoch("us") // step_us
+        last = (pl.col("ts").dt.epoch("us") - 1) // step_us
+        spread = r.select(*keys, "_model", (inc / 1000.0).alias("_j"), first.alias("_a"),
+                          pl.max_horizontal(first, last).alias("_b"))
+        spread = spread.with_columns(pl.int_ranges("_a", pl.col("_b") + 1).alias("_k"),
+                                     (pl.col("_j") / (pl.col("_b") - pl.col("_a") + 1)).alias("energy_j")).explode("_k")
+        per_series = spread.select(*keys, "_model", (pl.col("_k") * step_us).cast(TS).alias("ts"), "energy_j") \
             .group_by([*keys, "_model", "ts"]).agg(pl.col("energy_j").sum())
         parts.append(per_series.select("gpu_uuid", "_model", "ts", "energy_j"))
     rows = pl.concat(parts).group_by("gpu_uuid", "ts").agg(pl.col("energy_j").max(), pl.col("_model").drop_nulls().last())
