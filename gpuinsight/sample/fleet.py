@@ -16,8 +16,6 @@ import polars as pl
 from .spec import (
     BASE_NODE_COUNT,
     BASE_WORKLOAD_COUNT,
-    SERVING_NODE_COUNT,
-    SERVING_WORKLOAD_COUNT,
     GAP_LEN_S,
     GAP_NODE,
     GAP_START_H,
@@ -32,6 +30,8 @@ from .spec import (
     NODES,
     RESTART_MAX_S,
     RESTART_MIN_S,
+    SERVING_NODE_COUNT,
+    SERVING_WORKLOAD_COUNT,
     WORKLOADS,
     FleetSpec,
     cell_suffix,
