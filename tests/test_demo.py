@@ -173,3 +173,24 @@ def test_kuberay_and_scale_to_zero_in_the_summary_and_as_valid_objects(demo: Pat
             obj = expected_after(action, dumps.get(f"{ref.kind}/{ref.name}"))
             assert validate_object(obj, schemas) == [], (r["id"], action["target"])
     assert kinds == {"RayJob", "RayCluster", "ScaledObject"}
+
+
+def test_a_serving_finding_states_its_cost_per_token_after_the_change(demo: Path) -> None:
+    """The planted chat service's MIG finding: cost per 1M tokens today and after (half a GPU), equal
+    to the ground truth's hand count of its tokens and cost, and the latency observed at its load."""
+    recs = {(r["rule"], r["workload"]): r for r in json.loads((demo / "recommendations.json").read_text())}
+    truth = {(f["rule"], f["workload"]): f for f in TRUTH["expected_findings"]}
+    got, want = recs[("mig", "assistant-8b")]["evidence"], truth[("mig", "assistant-8b")]["unit_economics"]
+    assert got["usd_per_1m_tokens"] == pytest.approx(want["usd_per_1m_tokens"], rel=0.01)
+    assert got["usd_per_1m_tokens_after"] == pytest.approx(want["usd_per_1m_tokens_after"], rel=0.01)
+    assert got["usd_per_1m_tokens_after"] <= got["usd_per_1m_tokens"] / 2 + 1e-9
+    assert got["ttft_p95_s_observed"] > 0 and "not measured" in got["latency_basis"]
+    assert "usd_per_1m_tokens" not in recs[("mig", "safety-guard")]["evidence"]  # no server metrics: no claim
+    with gi.open(demo / "demo.duckdb", read_only=True) as g:
+        ue = {r["workload"]: r for r in g.query("unit_economics").to_dicts()}
+    for w in TRUTH["workloads"]:
+        if "unit_economics" in w:
+            row = ue[w["workload"]]
+            assert row["tokens"] == pytest.approx(w["unit_economics"]["prompt_tokens"]
+                                                  + w["unit_economics"]["generation_tokens"], rel=1e-9)
+            assert row["usd_per_1m_tokens"] == pytest.approx(w["unit_economics"]["usd_per_1m_tokens"], rel=0.005)

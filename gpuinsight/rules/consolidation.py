@@ -41,6 +41,7 @@ from gpuinsight.rules.consolidation_plan import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
+from gpuinsight.rules.serving import serving_by_workload, unit_cost_evidence
 from gpuinsight.rules.typed import (
     DNS_NAME,
     LABEL_VALUE,
@@ -113,7 +114,7 @@ class ConsolidationRule(Rule):
     summary = ("Pack small workloads of one GPU model onto fewer GPUs: MIG slices, MPS (production) or "
                "time-slicing (other work), sized on peak memory and peak compute.")
     needs = ("workload_gpu_profile", "placement_current", "nodes_current", "mig_catalog", "mig_capacity",
-             "analysis_window")
+             "analysis_window", "unit_economics")
     settings = (
         Setting("memory_headroom", 0.10, "Framebuffer a workload gets over its observed maximum (fraction)."),
         Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use."),
@@ -227,6 +228,8 @@ class ConsolidationRule(Rule):
             "gpus_freed": round(freed, 3), "usd_per_gpu_hour": round(gpu_price, 4),
             "production": d.production, "production_reason": r["_production_reason"],
             "hours_observed": num(r.get("hours_held")),
+            # a serving workload: its cost per 1M tokens after the change and the latency it keeps
+            **unit_cost_evidence(serving_by_workload(frames, ctx).get(d.key), 1.0, pl_.share),
         }
         current = {"gpus": 1, "gpu_model": r.get("gpu_model"), "node": node, "resource": "nvidia.com/gpu"}
         target: dict[str, Any]
