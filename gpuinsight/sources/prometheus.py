@@ -280,7 +280,7 @@ class PrometheusSource:
                 "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
-        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
+        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes", "serving_samples")):
             where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
             set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
             raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "
