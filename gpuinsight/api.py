@@ -135,11 +135,14 @@ class GpuInsight:
         self.refresh()
         return report
 
-    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None) -> LoadReport:
+    def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None,
+                           as_of: datetime | None = None) -> LoadReport:
+        """A live read (``context``) or kubectl dumps (``from_dir``, taken at ``as_of``: default
+        their files' modification time)."""
         from gpuinsight.sources import kubernetes
 
         if from_dir is not None:
-            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir))
+            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
         else:
             report = kubernetes.collect_live(self.wh, self.config, context=context)
         self.refresh()
@@ -169,12 +172,13 @@ class GpuInsight:
         return run_rules(self, settings or self.config.rule_settings)
 
     def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
-               upload: str | None = None) -> Path:
-        """Write the waste & savings report; its findings are ``plan`` (e.g.
-        ``self.recommend(settings)``), else the rules run with the configured settings."""
+               upload: str | None = None, cluster: str | None = None) -> Path:
+        """Write the waste & savings report of the whole fleet, or of ``cluster`` alone; its
+        findings are ``plan`` (e.g. ``self.recommend(settings)``), else the rules run with the
+        configured settings."""
         from gpuinsight.reports.html import write_report
 
-        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload)
+        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
 
     def close(self) -> None:
         self.wh.close()

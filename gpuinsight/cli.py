@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import click
 
-from gpuinsight.config import Config, PrometheusConfig
+from gpuinsight.config import DEFAULT_CLUSTER, Config, PrometheusConfig
 from gpuinsight.errors import BadInput, GpuInsightError, RuntimeFailure
+from gpuinsight.sources.plausible import time_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,9 +81,19 @@ def db_option(fn: F) -> F:
     )(fn)
 
 
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from gpuinsight.rules.typed import cluster_name
+
+    try:
+        cluster_name(value, "--cluster")
+    except BadInput as exc:
+        raise click.BadParameter(str(exc).removeprefix("--cluster: ")) from None
+    return value
+
+
 def cluster_option(fn: F) -> F:
-    return click.option("--cluster", default="default", show_default=True,
-                        help="Cluster name stored with every row loaded.")(fn)
+    return click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, callback=_cluster_name,
+                        help="Cluster name stored with every row loaded (the cluster its findings name).")(fn)
 
 
 def make_config(db: Path | None, **changes: Any) -> Config:
@@ -256,13 +267,21 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
 @click.option("--context", default=None, help="kubeconfig context (default: current, or in-cluster).")
 @click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Folder of kubectl JSON/YAML dumps instead of a live cluster.")
+@click.option("--as-of", "as_of", default=None,
+              help="When the dumps were taken (ISO-8601 or relative like 2h; default: their files' time).")
 @handle_errors
-def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_dir: Path | None) -> None:
+def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_dir: Path | None,
+                       as_of: str | None) -> None:
     """Scheduling state from a live cluster (read-only) or from kubectl dumps."""
     if context and from_dir:
         raise BadInput("--context and --from-dir are exclusive")
+    if as_of and not from_dir:
+        raise BadInput("--as-of dates kubectl dumps: give it with --from-dir (a live read is dated now)")
+    taken = parse_time(as_of)
+    if taken is not None and (problem := time_problem(taken)):
+        raise BadInput(f"--as-of {as_of!r}: {problem}")
     with open_gi(db, create=True, cluster=cluster) as gi:
-        report = gi.collect_kubernetes(context=context, from_dir=from_dir)
+        report = gi.collect_kubernetes(context=context, from_dir=from_dir, as_of=taken)
         click.echo(report.summary())
         for note in report.notes:
             click.echo(f"note: {note}")
@@ -374,7 +393,10 @@ def rule_settings_options(fn: F) -> F:
 @click.option("--emit", "emit_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the changes as YAML (one file per object + kustomization.yaml).")
 @click.option("--apply", "do_apply", is_flag=True, help="Change the cluster (server-side dry run first).")
-@click.option("--context", default=None, help="kubeconfig context for --apply and the live diff.")
+@click.option("--context", "context", multiple=True,
+              help="kubeconfig context for --apply, the live diff and --emit: CONTEXT for a plan of one cluster, "
+                   "or CLUSTER=CONTEXT for each cluster (repeatable). A cluster with changes and no context is "
+                   "refused.")
 @click.option("--window", default=None, help="Judge only the last N of data, e.g. 7d (default: everything loaded).")
 @click.option("--save-plan", "save_plan", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the plan (id, time, recommendations with their actions) to a file for review.")
@@ -382,14 +404,18 @@ def rule_settings_options(fn: F) -> F:
               help="Use a reviewed plan file instead of running the rules (with --apply: apply exactly it).")
 @click.option("--only", "only", multiple=True,
               help="With --apply or --emit: only these recommendation ids (repeatable).")
-@click.option("--from-dir", "from_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="kubectl dumps to build the actions from (workload specs the warehouse does not keep).")
+@click.option("--from-dir", "from_dir", multiple=True,
+              help="kubectl dumps to build the actions from (workload specs the warehouse does not keep): DIR for "
+                   "a plan of one cluster, or CLUSTER=DIR for each cluster (repeatable).")
 @handle_errors
 def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[str, ...], emit_dir: Path | None,
-              do_apply: bool, context: str | None, window: str | None, save_plan: Path | None,
-              plan_file: Path | None, only: tuple[str, ...], from_dir: Path | None) -> None:
+              do_apply: bool, context: tuple[str, ...], window: str | None, save_plan: Path | None,
+              plan_file: Path | None, only: tuple[str, ...], from_dir: tuple[str, ...]) -> None:
     """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
-    from gpuinsight.recommend_cli import run_plan_offline, run_recommend
+    from gpuinsight.recommend_cli import cluster_option_values, dump_dirs, run_plan_offline, run_recommend
+
+    contexts = cluster_option_values(context, "--context")
+    dumps = dump_dirs(from_dir)
 
     if only and not (do_apply or emit_dir):
         raise BadInput("--only goes with --apply or --emit")
@@ -398,26 +424,29 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
         from gpuinsight.rules.engine import resolve_all
 
         resolve_all(load_settings(config_file, sets))
-    if plan_file is not None and not do_apply and save_plan is None and not context:
+    if plan_file is not None and not do_apply and save_plan is None and not contexts:
         run_plan_offline(plan_file, fmt=fmt, emit_dir=emit_dir, only=list(only))  # no warehouse needed
         return
     with open_gi(db, need_data=plan_file is None, window_days=window_days(window)) as gi:
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
-                      do_apply=do_apply, context=context, save_plan=save_plan, plan_file=plan_file,
-                      only=list(only), from_dir=from_dir)
+                      do_apply=do_apply, context=contexts, save_plan=save_plan, plan_file=plan_file,
+                      only=list(only), from_dir=dumps)
 
 
 @main.command()
 @db_option
 @click.argument("plan_id")
-@click.option("--context", default=None, help="kubeconfig context.")
+@click.option("--context", "context", multiple=True,
+              help="kubeconfig context: CONTEXT when the apply changed one cluster, or CLUSTER=CONTEXT for each "
+                   "cluster it changed (repeatable).")
 @handle_errors
-def rollback(db: Path | None, plan_id: str, context: str | None) -> None:
-    """Revert what an apply changed, newest change first."""
-    from gpuinsight.recommend_cli import run_rollback
+def rollback(db: Path | None, plan_id: str, context: tuple[str, ...]) -> None:
+    """Revert what an apply changed, newest change first, each change in its own cluster."""
+    from gpuinsight.recommend_cli import cluster_option_values, run_rollback
 
+    contexts = cluster_option_values(context, "--context")
     with open_gi(db) as gi:
-        run_rollback(gi, plan_id, context=context)
+        run_rollback(gi, plan_id, context=contexts)
 
 
 @main.command()
@@ -441,22 +470,23 @@ def rules() -> None:
 @click.option("--upload", default=None, help="s3://bucket/prefix to upload the report to.")
 @click.option("--s3-endpoint-url", default=None, help="S3-compatible endpoint for --upload (MinIO and the like).")
 @click.option("--window", default=None, help="Only the last N of data, e.g. 7d (default: everything loaded).")
-@click.option("--cluster", default="default", show_default=True, help="Cluster name shown in the report title.")
+@click.option("--cluster", default=None,
+              help="The report of this cluster alone (default: the whole fleet, its tables grouped by cluster).")
 @rule_settings_options
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Render this plan (from `recommend --save-plan`) instead of running the rules.")
 @handle_errors
 def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
-           window: str | None, cluster: str, config_file: Path | None, sets: tuple[str, ...],
+           window: str | None, cluster: str | None, config_file: Path | None, sets: tuple[str, ...],
            plan_file: Path | None) -> None:
     """The waste & savings report: one self-contained HTML file, with the findings of the rules
     run with the given settings (as `recommend`) or of a saved plan."""
     from gpuinsight.recommend_cli import plan_from_cli
 
-    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window),
-                 cluster=cluster) as gi, gi.reusing_answers():  # the rules' models feed the charts too
+    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window)
+                 ) as gi, gi.reusing_answers():  # the rules' models feed the charts too
         plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
-        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload)
+        path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
         click.echo(f"wrote {path}")
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DB = "gpuinsight.duckdb"
+# the cluster name rows are stored under when no --cluster is given (and findings of frames
+# without a cluster column belong to)
+DEFAULT_CLUSTER = "default"
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class PrometheusConfig:
 @dataclass(frozen=True)
 class Config:
     db_path: Path = Path(DEFAULT_DB)
-    cluster: str = "default"
+    cluster: str = DEFAULT_CLUSTER
     catalog: str | None = None               # price catalog name; None = newest loaded
     window_days: float | None = None          # analysis window: the last N days of data; None = all
     # DuckDB's memory limit (a size like "8GB" or a share of RAM like "25%"; docs/performance.md);

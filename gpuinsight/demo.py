@@ -85,11 +85,13 @@ def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
     if unmatched:
         lines.append(f"note: {unmatched}")
     charge = gi.query("chargeback", by="namespace")
+    several = charge.get_column("cluster").n_unique() > 1  # a namespace is its cluster's
     idle = charge.filter(pl.col("group") != "(unallocated)").sort("idle_usd", descending=True).head(5)
     if idle.height:
         lines.append("idle cost by namespace (requested but idle or underused, in the window):")
         for r in idle.to_dicts():
-            lines.append(f"  {r['group']:<24} ${r['idle_usd']:>10,.0f} of ${r['total_usd'] or 0:>10,.0f}")
+            name = f"{r['cluster']}/{r['group']}" if several else r["group"]
+            lines.append(f"  {name:<24} ${r['idle_usd']:>10,.0f} of ${r['total_usd'] or 0:>10,.0f}")
         lines.append(f"  {'(nobody requested)':<24} ${s['unallocated_usd'] or 0:>10,.0f} of unallocated capacity")
     if plan.recommendations:
         by_rule: dict[str, list[float]] = {}

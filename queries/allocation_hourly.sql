@@ -1,11 +1,13 @@
 -- name: allocation_hourly
 -- grain: one row per pod (uid) per clock hour it held GPUs
 -- materialize: table
--- depends: pod_gpu_allocations, node_hours
--- description: GPUs held per pod-hour (whole GPUs or MIG slice fractions, prorated for partial
+-- depends: pod_gpu_allocations, node_hours, pod_gpu_shares
+-- description: GPUs held per pod-hour (their shares of GPUs, pod_gpu_shares, prorated for partial
 --   hours) with the node's capacity type and price share, joined to what DCGM measured on the
---   pod's GPUs that hour. gr_active_avg is NULL when no DCGM series was attributed to the pod
---   (flagged as unmeasured downstream, never dropped).
+--   pod's GPUs that hour. The shares of one known physical GPU (a HAMi device, a KAI GPU group, a
+--   DRA device) never hold more than that GPU: where they add up to more in an hour they are
+--   scaled down to it (gpu_hours; gpus stays the pod's own share). gr_active_avg is NULL when no
+--   DCGM series was attributed to the pod (flagged as unmeasured downstream, never dropped).
 WITH a AS (
     SELECT pa.*, unnest(generate_series(date_trunc('hour', pa.start_ts), pa.end_ts - INTERVAL 1 MICROSECOND,
                                         INTERVAL 1 HOUR)) AS hour
@@ -14,6 +16,33 @@ WITH a AS (
 x AS (
     SELECT a.*, epoch(least(a.end_ts, a.hour + INTERVAL 1 HOUR) - greatest(a.start_ts, a.hour)) AS covered_s
     FROM a
+),
+keyed AS (
+    SELECT cluster, uid, device_key, sum(gpus) AS gpus
+    FROM pod_gpu_shares
+    WHERE device_key IS NOT NULL
+    GROUP BY ALL
+),
+held AS (
+    -- GPU-seconds the pods' shares of one physical GPU add up to in an hour
+    SELECT x.cluster, x.node, k.device_key, x.hour, sum(k.gpus * x.covered_s) AS held_s
+    FROM x JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
+    GROUP BY ALL
+),
+fit AS (
+    -- one GPU holds at most the seconds its node existed that hour (the whole hour if unknown)
+    SELECT h.cluster, h.node, h.device_key, h.hour,
+           least(1.0, coalesce(nh.covered_s, 3600.0) / nullif(h.held_s, 0)) AS factor
+    FROM held h
+    LEFT JOIN node_hours nh ON nh.cluster = h.cluster AND nh.node = h.node AND nh.hour = h.hour
+),
+cut AS (
+    SELECT x.cluster, x.uid, x.hour, sum(k.gpus * x.covered_s * (1 - f.factor)) AS cut_s
+    FROM x
+    JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
+    JOIN fit f ON f.cluster = x.cluster AND f.node = x.node AND f.device_key = k.device_key AND f.hour = x.hour
+    WHERE f.factor < 1
+    GROUP BY ALL
 ),
 u AS (
     SELECT cluster, hour, namespace, pod,
@@ -31,13 +60,14 @@ u AS (
 )
 SELECT
     x.cluster, x.hour, x.uid, x.namespace, x.pod, x.workload_kind, x.workload, x.node, x.node_pool,
-    x.capacity_type, x.instance_type, x.zone, x.gpu_model, x.queue, x.podgroup, x.vcjob, x.team,
-    x.alloc_kind, x.gpu_request, x.mig_profile, x.mig_request, x.gpus,
+    x.capacity_type, x.instance_type, x.zone, x.gpu_model, x.queue, x.cluster_queue, x.podgroup, x.vcjob, x.team,
+    x.alloc_kind, x.fractional, x.gpu_request, x.mig_profile, x.mig_request, x.gpus,
     x.covered_s,
-    x.gpus * x.covered_s / 3600.0 AS gpu_hours,
+    (x.gpus * x.covered_s - coalesce(c.cut_s, 0)) / 3600.0 AS gpu_hours,
     nh.usd_per_hour / nullif(nh.gpu_count, 0) AS usd_per_gpu_hour,
-    x.gpus * x.covered_s / 3600.0 * nh.usd_per_hour / nullif(nh.gpu_count, 0) AS list_usd,
+    (x.gpus * x.covered_s - coalesce(c.cut_s, 0)) / 3600.0 * nh.usd_per_hour / nullif(nh.gpu_count, 0) AS list_usd,
     u.gr_active_avg, u.gr_active_max, u.sm_active_avg, u.sm_active_max, u.fb_used_max_mib, u.gpus_seen
 FROM x
 LEFT JOIN u ON u.cluster = x.cluster AND u.hour = x.hour AND u.namespace = x.namespace AND u.pod = x.pod
 LEFT JOIN node_hours nh ON nh.cluster = x.cluster AND nh.node = x.node AND nh.hour = x.hour
+LEFT JOIN cut c ON c.cluster = x.cluster AND c.uid = x.uid AND c.hour = x.hour

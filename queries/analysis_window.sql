@@ -1,6 +1,7 @@
 -- name: analysis_window
 -- grain: one row per cluster: the time span the warehouse holds data for it
 -- materialize: table
+-- depends: pod_gpu_shares
 -- description: start and end of each cluster's loaded data (from its GPU samples, else its
 --   GPU pods' lifetimes), its sample step, and the price catalog in force (the most recently
 --   loaded one, the same for every cluster). Every cost model reads its cluster's window and
@@ -14,7 +15,7 @@ WITH s AS (
 p AS (
     SELECT cluster, min(coalesce(started, scheduled, created)) AS t0, max(coalesce(finished, last_seen)) AS t1
     FROM pods
-    WHERE coalesce(gpu_request, 0) + coalesce(mig_request, 0) > 0
+    WHERE (cluster, uid) IN (SELECT cluster, uid FROM pod_gpu_shares)
     GROUP BY cluster
 ),
 names AS (

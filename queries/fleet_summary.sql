@@ -1,25 +1,30 @@
 -- name: fleet_summary
--- grain: one row for the whole fleet over the window
+-- grain: one row for the whole fleet (or the one cluster asked for) over the window
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: cluster VARCHAR = NULL -- only this cluster (default: the whole fleet)
 -- description: the headline numbers: clusters, GPUs, nodes, window, GPU-hours (capacity, allocated,
 --   used), cost by bucket, monthly run rates (730 h; each cluster's cost over its own hours of
 --   data, then summed), and the price catalog they came from. gpus counts the inventory's GPUs
 --   plus the GPUs DCGM measured that no GPU node holds (unmatched_gpus, never silently left
 --   out); their GPU-hours in the window and list price (where the catalog knows their model)
 --   are given apart, since no node cost, allocation or bucket includes them.
-WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
-nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)),
+WITH wh AS (SELECT * FROM waste_hourly WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+                                        AND ($cluster IS NULL OR cluster = $cluster)),
+nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
+                                  AND ($cluster IS NULL OR cluster = $cluster)),
 -- measured GPUs no node of the inventory holds, with their hours in the window (one per GPU-hour)
 um AS (
     SELECT u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, max(h.covered_s) / 3600.0 AS gpu_hours
     FROM unmatched_gpus u
     JOIN gpu_hourly h ON h.cluster = u.cluster AND h.gpu_uuid = u.gpu_uuid
     WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
+      AND ($cluster IS NULL OR u.cluster = $cluster)
     GROUP BY u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, h.hour
 ),
 w AS (SELECT min(window_start) AS window_start, max(window_end) AS window_end, any_value(catalog) AS catalog,
-             any_value(catalog_as_of) AS catalog_as_of FROM analysis_window),
+             any_value(catalog_as_of) AS catalog_as_of FROM analysis_window
+      WHERE $cluster IS NULL OR cluster = $cluster),
 -- run rates per cluster: its cost over its own span inside [since, until)
 rate AS (
     SELECT sum(c.usd * 730.0 / nullif(c.hours, 0)) AS monthly_spend_usd,

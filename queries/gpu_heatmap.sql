@@ -1,7 +1,8 @@
 -- name: gpu_heatmap
--- grain: one row per node per clock hour
+-- grain: one row per node (of a cluster) per clock hour
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
 -- description: node-level GR engine activity per hour (mean over the node's GPUs; MIG
 --   instances weighted by their compute slices / 7) and GPUs allocated that hour, for the fleet
 --   utilization heatmap.
@@ -22,9 +23,10 @@ a AS (
     WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
     GROUP BY cluster, node, hour
 )
-SELECT nh.node, nh.node_pool, nh.hour, u.gr_active_avg, coalesce(a.allocated_gpus, 0) AS allocated_gpus, nh.gpu_count
+SELECT nh.cluster, nh.node, nh.node_pool, nh.hour, u.gr_active_avg, coalesce(a.allocated_gpus, 0) AS allocated_gpus, nh.gpu_count
 FROM node_hours nh
 LEFT JOIN u ON u.cluster = nh.cluster AND u.node = nh.node AND u.hour = nh.hour
 LEFT JOIN a ON a.cluster = nh.cluster AND a.node = nh.node AND a.hour = nh.hour
 WHERE nh.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND nh.hour < coalesce($until, 'infinity'::TIMESTAMP)
-ORDER BY nh.node_pool, nh.node, nh.hour
+  AND ($cluster IS NULL OR nh.cluster = $cluster)
+ORDER BY nh.node_pool, nh.node, nh.cluster, nh.hour

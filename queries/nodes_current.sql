@@ -4,14 +4,16 @@
 -- description: the nodes binpack and consolidation can move work between or free: pool, zone,
 --   capacity type, GPU model and count, MIG configuration (is_mig: a MIG layout is applied;
 --   `all-disabled`, the GPU operator's default on MIG-capable nodes that do not run MIG, is not
---   MIG), GPU sharing (strategy and the device-plugin config label), GPUs held now, the hourly
---   price (NULL when the catalog has none).
+--   MIG), GPU sharing (strategy and the device-plugin config label), GPUs held now and how many
+--   of its pods hold a fraction of a shared GPU (fractional_pods: such a node is not planned as
+--   if it held whole GPUs), the hourly price (NULL when the catalog has none).
 WITH last AS (
     SELECT nh.*, row_number() OVER (PARTITION BY cluster, node ORDER BY hour DESC) AS rn
     FROM node_hours nh
 ),
 held AS (
-    SELECT cluster, node, sum(gpus) AS gpus_held, count(*) AS pods
+    SELECT cluster, node, sum(gpus) AS gpus_held, count(*) AS pods,
+           count(*) FILTER (WHERE fractional) AS fractional_pods
     FROM placement_current
     GROUP BY cluster, node
 )
@@ -23,6 +25,7 @@ SELECT l.cluster, l.node, l.node_pool, l.zone, l.capacity_type, l.instance_type,
        n.sharing_strategy,
        json_extract_string(n.labels, '$."nvidia.com/device-plugin.config"') AS device_plugin_config,
        coalesce(h.gpus_held, 0) AS gpus_held, coalesce(h.pods, 0) AS pods,
+       coalesce(h.fractional_pods, 0) AS fractional_pods,
        l.usd_per_hour, l.on_demand_usd_per_hour, n.node_pool_kind, n.labels
 FROM last l
 JOIN analysis_window w ON w.cluster = l.cluster AND l.hour + INTERVAL 1 HOUR >= w.window_end

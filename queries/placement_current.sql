@@ -6,7 +6,12 @@
 --   GPUs held (whole-GPU equivalents), MIG profile, gang (Volcano PodGroup or Job: moved whole
 --   or not at all) with its minMember / minAvailable (NULL when neither is known) and how many
 --   of its pods hold GPUs now, workload, zone, pool and GPU model of its node, and the pod's
---   priority class, labels and annotations (the production classifier reads them).
+--   priority class, labels and annotations (the production classifier reads them). alloc_kind and
+--   fractional say whether the pod already shares its GPU (time-slicing, MPS, vGPU, KAI, a shared
+--   DRA claim): such pods are not moved or consolidated as if they held whole GPUs. gpu_indices:
+--   the GPU indices DCGM last saw the pod on (whole GPUs in the last three steps of the window;
+--   NULL when DCGM does not say, e.g. a dump-only cluster): which GPU of a node may be
+--   repartitioned without touching a pod that stays.
 WITH cur AS (
     SELECT a.*, coalesce(a.podgroup, a.vcjob) AS gang
     FROM pod_gpu_allocations a
@@ -18,14 +23,23 @@ sizes AS (
     FROM cur
     WHERE gang IS NOT NULL
     GROUP BY ALL
+),
+idx AS (
+    SELECT s.cluster, s.node, s.namespace, s.pod, list(DISTINCT s.gpu_index ORDER BY s.gpu_index) AS gpu_indices
+    FROM gpu_samples s
+    JOIN analysis_window w ON w.cluster = s.cluster
+    WHERE s.ts >= w.window_end - to_seconds(3 * w.step_s)
+      AND s.pod <> '' AND s.mig_instance < 0 AND s.gpu_index IS NOT NULL
+    GROUP BY ALL
 )
 SELECT
     c.cluster, c.uid, c.namespace, c.pod, c.workload_kind, c.workload, c.node, c.node_pool, c.zone,
-    c.gpu_model, c.capacity_type, c.gpus, c.gpu_request, c.mig_profile, c.mig_request,
+    c.gpu_model, c.capacity_type, c.gpus, c.gpu_request, c.mig_profile, c.mig_request, c.alloc_kind, c.fractional,
     c.gang, s.gang_pods, coalesce(pg.min_member, vj.min_available) AS gang_min_member,
-    c.queue, c.priority_class, c.labels, c.annotations
+    c.queue, c.priority_class, c.labels, c.annotations, idx.gpu_indices
 FROM cur c
 LEFT JOIN sizes s ON s.cluster = c.cluster AND s.namespace = c.namespace AND s.gang = c.gang
 LEFT JOIN podgroups pg ON pg.cluster = c.cluster AND pg.namespace = c.namespace AND pg.name = c.podgroup
 LEFT JOIN vcjobs vj ON vj.cluster = c.cluster AND vj.namespace = c.namespace AND vj.name = c.vcjob
+LEFT JOIN idx ON idx.cluster = c.cluster AND idx.node = c.node AND idx.namespace = c.namespace AND idx.pod = c.pod
 ORDER BY c.node, c.namespace, c.pod

@@ -8,7 +8,9 @@
 --   floors a resize must keep: the largest nvidia.com/gpu request of one pod (largest_pod_gpus)
 --   and of one gang (largest_gang_gpus: a PodGroup's minResources, or a Volcano Job's
 --   minAvailable pods at its largest per-pod request) among the queue's running, pending and
---   recent (seen in the window) pods, PodGroups and Jobs.
+--   recent (seen in the window) pods, and every PodGroup and Job that is live: in the newest
+--   snapshot of its kind (k8s_snapshots) and not in a terminal phase, whatever its timestamps
+--   say (a Job read from a dump with no status and no creationTimestamp still counts).
 WITH hourly AS (
     SELECT cluster, queue, hour, sum(gpu_hours) AS held, sum(gpu_hours * coalesce(gr_active_avg, 0)) AS used
     FROM allocation_hourly
@@ -40,7 +42,7 @@ pending_now AS (
     -- pods that wanted GPUs and never got a node
     SELECT cluster, queue, count(*) AS pending_pods
     FROM pods
-    WHERE queue IS NOT NULL AND (node IS NULL OR node = '') AND coalesce(gpu_request, 0) + coalesce(mig_request, 0) > 0
+    WHERE queue IS NOT NULL AND (node IS NULL OR node = '') AND (cluster, uid) IN (SELECT cluster, uid FROM pod_gpu_shares)
       AND coalesce(phase, 'Pending') = 'Pending'
     GROUP BY cluster, queue
 ),
@@ -55,11 +57,19 @@ pod_need AS (
 recent AS (
     SELECT cluster, min(window_start) AS since FROM analysis_window GROUP BY ALL
 ),
+newest AS (
+    SELECT cluster, kind, observed_at FROM k8s_snapshots
+),
 job_tasks AS (
     SELECT v.cluster, v.queue, v.name, v.min_available,
            unnest(CAST(v.tasks AS JSON[])) AS t
-    FROM vcjobs v JOIN recent r ON r.cluster = v.cluster
-    WHERE v.queue IS NOT NULL AND v.tasks IS NOT NULL AND coalesce(v.last_seen, r.since) >= r.since
+    FROM vcjobs v
+    LEFT JOIN recent r ON r.cluster = v.cluster
+    LEFT JOIN newest s ON s.cluster = v.cluster AND s.kind = 'vcjobs'
+    WHERE v.queue IS NOT NULL AND v.tasks IS NOT NULL
+      AND (v.last_seen >= r.since                       -- seen alive (or finishing) in the window
+           OR (coalesce(v.snapshot_at >= s.observed_at, true)  -- or live: in the newest read (or not known
+               AND coalesce(v.phase, '') NOT IN ('Completed', 'Terminated', 'Failed', 'Aborted')))  -- to be older), not finished
 ),
 job_need AS (
     SELECT cluster, queue, name,
@@ -73,8 +83,12 @@ job_need AS (
 gang_need AS (
     SELECT cluster, queue, max(gpus) AS largest_gang_gpus
     FROM (SELECT pg.cluster, pg.queue, try_cast(json_extract_string(pg.min_resources, '$."nvidia.com/gpu"') AS DOUBLE) AS gpus
-          FROM podgroups pg JOIN recent r ON r.cluster = pg.cluster
-          WHERE pg.queue IS NOT NULL AND coalesce(pg.last_seen, r.since) >= r.since
+          FROM podgroups pg
+          LEFT JOIN recent r ON r.cluster = pg.cluster
+          LEFT JOIN newest s ON s.cluster = pg.cluster AND s.kind = 'podgroups'
+          WHERE pg.queue IS NOT NULL
+            AND (pg.last_seen >= r.since
+                 OR (coalesce(pg.snapshot_at >= s.observed_at, true) AND coalesce(pg.phase, '') <> 'Completed'))
           UNION ALL
           SELECT cluster, queue, gpus FROM job_need)
     GROUP BY ALL

@@ -1,5 +1,6 @@
 -- name: waste_hourly
 -- grain: one row per node per clock hour per holder (namespace, workload) per cost bucket
+--   (queue: the Volcano queue; cluster_queue: the Kueue ClusterQueue)
 -- materialize: table
 -- depends: allocation_hourly, node_hours
 -- description: every dollar of node cost in exactly one bucket. For each node-hour the GPU
@@ -22,7 +23,7 @@ held AS (
     SELECT
         a.cluster, a.hour, a.node, coalesce(c.node_pool, a.node_pool) AS node_pool,
         coalesce(c.capacity_type, a.capacity_type) AS capacity_type, coalesce(c.gpu_model, a.gpu_model) AS gpu_model, a.namespace, a.workload_kind,
-        a.workload, a.queue, a.team, a.gr_active_avg AS gr,
+        a.workload, a.queue, a.cluster_queue, a.team, a.gr_active_avg AS gr,
         -- a pod on a node with no inventory row keeps its GPU-hours, with no price
         coalesce(a.gpu_hours * c.gpu_hours / nullif(c.denom, 0), a.gpu_hours) AS gh,
         c.cost_usd * a.gpu_hours / nullif(c.denom, 0) AS usd,
@@ -39,12 +40,12 @@ rows AS (
     UNION ALL
     SELECT *, 'underused', gh * (1 - gr), usd * (1 - gr) FROM held WHERE gr >= 0.05
     UNION ALL
-    SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            gpu_hours - alloc_gh, cost_usd * (gpu_hours - alloc_gh) / nullif(denom, 0), price_missing,
            'unallocated', gpu_hours - alloc_gh, cost_usd * (gpu_hours - alloc_gh) / nullif(denom, 0)
     FROM cap
     WHERE gpu_hours - alloc_gh > 1e-9
 )
 SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, namespace, workload_kind, workload, queue,
-       team, bucket, gpu_hours, bucket_usd AS usd, price_missing
+       cluster_queue, team, bucket, gpu_hours, bucket_usd AS usd, price_missing
 FROM rows

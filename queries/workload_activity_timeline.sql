@@ -2,6 +2,7 @@
 -- grain: one row per step of one workload (its whole-GPU samples averaged over its GPUs)
 -- param: namespace VARCHAR = NULL -- the workload's namespace
 -- param: workload VARCHAR = NULL -- the workload (Deployment, StatefulSet, Volcano Job ...)
+-- param: cluster VARCHAR = NULL -- its cluster (default: the workload of that name in every cluster, together)
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- description: the activity of one workload step by step, the picture behind an input_starved
@@ -11,7 +12,7 @@
 WITH names AS (
     SELECT cluster, namespace, pod, any_value(workload) AS workload
     FROM pod_gpu_allocations
-    WHERE namespace = $namespace AND workload = $workload
+    WHERE namespace = $namespace AND workload = $workload AND ($cluster IS NULL OR cluster = $cluster)
     GROUP BY cluster, namespace, pod
 ),
 per_pod AS (

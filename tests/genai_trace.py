@@ -11,8 +11,11 @@ does with the max pushed down: the step's mean, and its max (``max_over_time``).
 
 from __future__ import annotations
 
+import csv
 import io
+import math
 import tarfile
+from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -149,3 +152,68 @@ def ffd_gpus(demands: list[tuple[float, float]], memory_mib: float = MEMORY_MIB,
         else:
             bins.append([mem, cpu])
     return len(bins)
+
+
+def mig_reference(model: str = "H100-80GB") -> tuple[list[tuple[str, int, float, str]], list[Counter[str]]]:
+    """The model's MIG instances (profile, compute slices, usable MiB, slice class) and its valid
+    layouts (slice-class multisets), read from the vendored reference tables (not the planner's)."""
+    ref = Path(__file__).resolve().parent / "fixtures" / "reference" / "mig"
+    profiles = []
+    with open(ref / "mig-profiles.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            g, mem = int(r["compute_slices"]), int(r["memory_slices"])
+            if r["gpu_model"] == model and g < 7 and "+me" not in r["profile"]:
+                cls = "1g.2x" if g == 1 and mem == 2 else f"{g}g"
+                profiles.append((r["profile"], g, float(r["memory_gb"]) * 998.0, cls))
+    with open(ref / "mig-valid-layouts.csv", newline="") as fh:
+        layouts = [Counter(r["slice_classes"].split("+")) for r in csv.DictReader(fh)]
+    return sorted(profiles, key=lambda p: (p[1], p[2])), layouts
+
+
+def isolation_ffd_gpus(demands: list[tuple[float, float, bool]], memory_mib: float = MEMORY_MIB, *,
+                       target: float = 0.8, fill: float = 0.9, max_clients: int = 8, model: str = "H100-80GB") -> int:
+    """First-fit decreasing of (memory MiB, peak compute, production) demands onto GPUs with the
+    planner's sizing and isolation rules but no node structure (every GPU its own configuration):
+    a GPU is MIG-partitioned (each demand the smallest instance that holds it at ``target`` of its
+    compute, the instances within a valid layout; production and other work together), or shared
+    by MPS (production only, each client within 1/R of memory and of ``target``), or time-sliced
+    (other work only, summed memory within ``fill``, summed compute within ``target``), at most
+    ``max_clients`` per GPU. Both ways of opening a GPU (MIG first, sharing first) are tried and
+    the fewer GPUs kept: the yardstick with isolation the planner is compared with."""
+    profiles, layouts = mig_reference(model)
+
+    def instance(mem: float, cpu: float) -> list[tuple[str, int, float, str]]:
+        need = max(1, math.ceil(cpu * 7 / target - 1e-9))
+        return [p for p in profiles if p[2] >= mem and p[1] >= need]
+
+    def pack(mig_first: bool) -> int:
+        bins: list[dict[str, Any]] = []
+        for mem, cpu, prod in sorted(demands, key=lambda d: -max(d[0] / memory_mib, d[1] / target)):
+            fits = instance(mem, cpu)
+            placed = False
+            for b in bins:
+                if b["mode"] == "mig":
+                    for p in fits:
+                        classes = b["classes"] + Counter([p[3]])
+                        if any(all(lay[c] >= n for c, n in classes.items()) for lay in layouts):
+                            b["classes"] = classes
+                            placed = True
+                            break
+                elif b["mode"] == ("mps" if prod else "ts") and len(b["items"]) < max_clients:
+                    items = [*b["items"], (mem, cpu)]
+                    r = len(items)
+                    ok = (all(m <= memory_mib / r and c <= target / r for m, c in items) if prod else
+                          sum(m for m, _ in items) <= memory_mib * fill and sum(c for _, c in items) <= target)
+                    if ok:
+                        b["items"] = items
+                        placed = True
+                if placed:
+                    break
+            if not placed:
+                if fits and (mig_first or not (mem <= memory_mib / 2 and cpu <= target / 2)):
+                    bins.append({"mode": "mig", "classes": Counter([fits[0][3]])})
+                else:
+                    bins.append({"mode": "mps" if prod else "ts", "items": [(mem, cpu)]})
+        return len(bins)
+
+    return min(pack(True), pack(False))

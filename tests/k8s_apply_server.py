@@ -19,7 +19,13 @@ Builds on :class:`tests.k8s_server.FakeKubeAPI` (GET, lists, discovery, request 
   webhook (one ScaledObject per workload); what the KubeRay controller and KEDA refuse in a spec
   (``gpuinsight.actions.validate.OPERATOR_RULES``, through ``validate_object``);
 * a scheduling model (:func:`unschedulable`): would a pod template fit a node (its labels,
-  taints, extended resources), counting the nodes a Karpenter NodePool would launch;
+  taints, extended resources, the MIG slices its ``nvidia.com/mig.config`` layout makes),
+  counting the nodes a Karpenter NodePool would launch;
+* mig-manager, as far as a plan sees it (:meth:`ApplyKubeAPI.mig_manager`): a node relabelled
+  ``nvidia.com/mig.config=<name>`` gets ``nvidia.com/mig.config.state=success`` when the
+  config it reads (the custom ConfigMap ``gpu-operator/custom-mig-config`` when present, else
+  mig-manager's default config) has that name and no pod runs on the node's GPUs it changes,
+  ``failed`` otherwise;
 * fault injection: ``api.fault("PATCH", "/queues/", 403)`` (optionally only for real or only
   for dry-run requests, and only N times).
 
@@ -287,7 +293,23 @@ class ApplyKubeAPI(FakeKubeAPI):
             self._bucket(res).append(result)
         else:
             self._bucket(res)[index] = result
+        if res.kind == "Node":
+            self.mig_manager(current, result)
         return Reply(201 if index is None else 200, result)
+
+    def mig_manager(self, before: dict[str, Any] | None, node: dict[str, Any]) -> None:
+        """What mig-manager does with a new ``nvidia.com/mig.config`` label (see the module doc)."""
+        labels = node["metadata"].setdefault("labels", {})
+        name = labels.get("nvidia.com/mig.config")
+        if not name or name == ((before or {}).get("metadata", {}).get("labels") or {}).get("nvidia.com/mig.config"):
+            return
+        entries = mig_configs(self).get(name)
+        gpus = int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 0))
+        changed = set(range(gpus)) if entries is None else {
+            d for e in entries if e.get("mig-enabled") for d in (range(gpus) if e["devices"] == "all" else e["devices"])}
+        busy = [p for p in self._bucket(self._res("pods")) if (p.get("spec") or {}).get("nodeName") ==
+                node["metadata"]["name"] and set(gpu_indices(p)) & changed]
+        labels["nvidia.com/mig.config.state"] = "success" if entries is not None and not busy else "failed"
 
     def keda_denial(self, res: Resource, namespace: str | None, result: dict[str, Any]) -> str | None:
         """KEDA's admission webhook: one ScaledObject per workload (a second would fight the first
@@ -400,10 +422,34 @@ def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
     return bool(toleration.get("key")) and toleration.get("value", "") == taint.get("value", "")
 
 
-def _mig_resources(labels: dict[str, str]) -> set[str]:
-    """What mig-manager exposes for a node's ``nvidia.com/mig.config`` layout (``all-1g.10gb``)."""
+MIG_INDEX_ANNOTATION = "test.gpuinsight.io/gpu-indices"  # the GPUs a pod holds, as DCGM would say
+
+
+def gpu_indices(pod: dict[str, Any]) -> list[int]:
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIG_INDEX_ANNOTATION)
+    return [int(x) for x in value.split(",")] if value else []
+
+
+def mig_configs(api: ApplyKubeAPI) -> dict[str, list[dict[str, Any]]]:
+    """The mig-parted configs mig-manager reads: the custom ConfigMap's, else the default ones."""
+    from gpuinsight.actions.builders.mig import default_config
+
+    custom = next((c for c in api.objects.get(("", "v1", "configmaps"), [])
+                   if c["metadata"].get("namespace") == "gpu-operator" and c["metadata"]["name"] == "custom-mig-config"),
+                  None)
+    text = (custom.get("data") or {}).get("config.yaml") if custom else None
+    return (yaml.safe_load(text or default_config()) or {}).get("mig-configs") or {}
+
+
+def _mig_resources(api: ApplyKubeAPI, labels: dict[str, str]) -> set[str]:
+    """What mig-manager exposes for a node's ``nvidia.com/mig.config`` layout once it succeeded:
+    the profiles of a named layout (``all-1g.10gb``) or of the node's own config."""
     layout = labels.get("nvidia.com/mig.config") or ""
-    return {f"nvidia.com/mig-{m}" for m in re.findall(r"[1-7]g\.[0-9]+gb", layout)}
+    if labels.get("nvidia.com/mig.config.state", "success") != "success":
+        return set()
+    entries = mig_configs(api).get(layout) or []
+    named = {f"nvidia.com/mig-{p}" for e in entries for p in (e.get("mig-devices") or {})}
+    return named or {f"nvidia.com/mig-{m}" for m in re.findall(r"[1-7]g\.[0-9]+gb", layout)}
 
 
 def candidate_nodes(api: ApplyKubeAPI) -> list[tuple[str, dict[str, str], list[dict[str, Any]], set[str]]]:
@@ -416,7 +462,7 @@ def candidate_nodes(api: ApplyKubeAPI) -> list[tuple[str, dict[str, str], list[d
         pools = copy.deepcopy(api.objects.get(("karpenter.sh", "v1", "nodepools"), []))
     for node in nodes:
         labels = node["metadata"].get("labels") or {}
-        capacity = set((node.get("status") or {}).get("capacity") or {}) | _mig_resources(labels)
+        capacity = set((node.get("status") or {}).get("capacity") or {}) | _mig_resources(api, labels)
         if node["spec"].get("unschedulable"):
             continue
         out.append((node["metadata"]["name"], labels, node["spec"].get("taints") or [], capacity))

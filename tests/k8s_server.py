@@ -7,6 +7,9 @@
         ...                                          # the official client talks to api.url
     api.requests                                     # [RequestRecord(method, path, query, ...)]
 
+Several clusters: one server each, and one kubeconfig with a context per server
+(``write_kubeconfig_for(tmp_path, {"ctx-east": east, "ctx-west": west})``).
+
 Serves list endpoints (``/api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``,
 ``/apis/{group}/{version}/{plural}`` cluster-wide and per namespace, with ``limit``/``continue``
 paging), single-object GETs, and discovery (``/api``, ``/api/v1``, ``/apis``,
@@ -67,6 +70,19 @@ KUBERAY = {
 KEDA = {"scaledobjects": Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", True)}
 
 
+def kueue(version: str = "v1beta2") -> dict[str, Resource]:
+    """Kueue's kinds as one served version lists them (v1beta2 since Kueue 0.15, v1beta1 before)."""
+    return {
+        "clusterqueues": Resource("kueue.x-k8s.io", version, "clusterqueues", "ClusterQueue", False),
+        "localqueues": Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue", True),
+        "resourceflavors": Resource("kueue.x-k8s.io", version, "resourceflavors", "ResourceFlavor", False),
+        "workloads": Resource("kueue.x-k8s.io", version, "workloads", "Workload", True),
+    }
+
+
+DRA = {"resourceclaims": Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)}
+
+
 @dataclass
 class RequestRecord:
     method: str
@@ -93,7 +109,7 @@ class FakeKubeAPI:
     """Holds objects and answers requests; the HTTP plumbing is :class:`_Handler`."""
 
     def __init__(self, *, token: str | None = "test-token",
-                 crds: tuple[str, ...] = ("volcano", "karpenter", "kuberay", "keda"),
+                 crds: tuple[str, ...] = ("volcano", "karpenter", "kuberay", "keda", "kueue", "dra"),
                  page_size_cap: int | None = None) -> None:
         self.token = token
         self.resources: dict[str, Resource] = dict(CORE)
@@ -105,6 +121,12 @@ class FakeKubeAPI:
             self.resources.update(KUBERAY)
         if "keda" in crds:
             self.resources.update(KEDA)
+        if "kueue" in crds:  # "kueue-v1beta1": a Kueue that serves only v1beta1
+            self.resources.update(kueue())
+        if "kueue-v1beta1" in crds:
+            self.resources.update(kueue("v1beta1"))
+        if "dra" in crds:
+            self.resources.update(DRA)
         self.objects: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self.failures: dict[str, tuple[int, str]] = {}
         self.requests: list[RequestRecord] = []
@@ -163,16 +185,7 @@ class FakeKubeAPI:
         self.stop()
 
     def write_kubeconfig(self, folder: Path, *, context: str = "fake", token: str | None = None) -> Path:
-        user: dict[str, Any] = {"token": token if token is not None else (self.token or "none")}
-        doc = {
-            "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-user", "user": user}],
-            "contexts": [{"name": context, "context": {"cluster": "fake", "user": "fake-user"}}],
-        }
-        path = Path(folder) / "kubeconfig"
-        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return path
+        return write_kubeconfig_for(folder, {context: self}, token=token)
 
     # -- request handling ------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
@@ -304,3 +317,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # quiet: the request log is api.requests
+
+
+def write_kubeconfig_for(folder: Path, apis: dict[str, FakeKubeAPI], *, token: str | None = None,
+                         current: str | None = None) -> Path:
+    """A kubeconfig with one context per running server ({context: api}); the current context
+    is ``current`` (default: the first)."""
+    clusters, users, contexts = [], [], []
+    for i, (context, api) in enumerate(apis.items()):
+        name = "fake" if i == 0 else f"fake-{i}"
+        clusters.append({"name": name, "cluster": {"server": api.url}})
+        users.append({"name": f"{name}-user", "user": {"token": token if token is not None else (api.token or "none")}})
+        contexts.append({"name": context, "context": {"cluster": name, "user": f"{name}-user"}})
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": current or next(iter(apis)),
+           "clusters": clusters, "users": users, "contexts": contexts}
+    path = Path(folder) / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path

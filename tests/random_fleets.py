@@ -1,9 +1,13 @@
 """Random fleets for the rules' property tests: meaningless names, several GPU models and
 pools, MIG nodes (and nodes labelled ``all-disabled``), nodes in racks, gangs spread over nodes
 (strict and elastic, busy and idle), training pods that may wait for their input, memory-spiky
-and bursty services, idle pods alone on nodes, nightly jobs, services behind
-PodDisruptionBudgets, production markers spelled every which way, and queues holding
-large-pod jobs. Every fleet is built from one seed, so a failure names it."""
+and bursty services, busy single-replica services, idle pods alone on nodes, nightly jobs,
+services behind PodDisruptionBudgets, production markers spelled every which way, and queues
+holding large-pod jobs. 8-GPU nodes mix all of these; some pools run the device plugin's single
+MIG strategy, some have pods DCGM does not locate on a GPU, GPU indices are taken in any order;
+some 8-GPU H100 nodes hold a lone small production service beside a busy 3-replica service and
+an idle pod (``expect_mig``: it must get a MIG slice). Every fleet is built from one seed, so a
+failure names it."""
 
 from __future__ import annotations
 
@@ -54,11 +58,14 @@ class RandomFleet:
     # rows of the KubeRay / scale-to-zero models (idle_stretches, ray_groups, ray_jobs, scaled_workloads)
     models: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scaled: set[tuple[str, str]] = field(default_factory=set)  # workloads KEDA already scales
+    # lone small production services beside busy work on a mixed 8-GPU node: each must get MIG
+    expect_mig: set[tuple[str, str]] = field(default_factory=set)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         extra: dict[str, pl.DataFrame] = {name: frame(rows) for name, rows in self.models.items()}
         if self.queues:
-            extra["queue_usage"] = pl.DataFrame(self.queues, infer_schema_length=None)
+            extra["queue_usage"] = pl.DataFrame([{"cluster": self.fleet.cluster, **q} for q in self.queues],
+                                                infer_schema_length=None)
             extra["fleet_summary"] = pl.DataFrame([{"gpu_hours": 48.0 * 100, "total_usd": 48 * 100 * 4.0,
                                                     "hours": 48.0, "allocated_gpu_hours": 48.0 * 60}])
         return self.fleet.frames(**extra)
@@ -74,6 +81,8 @@ class Builder:
         self.names: set[str] = set()
         self.models: dict[str, list[dict[str, Any]]] = {}
         self.scaled: set[tuple[str, str]] = set()
+        self.expect_mig: set[tuple[str, str]] = set()
+        self.mixed: dict[tuple[str, str], tuple[str, str]] = {}  # lone production service -> its two nodes
 
     def name(self) -> str:
         return fresh_name(self.rng, self.names)
@@ -118,6 +127,12 @@ class Builder:
         pod = Pod(f"{wl}-{self.name()}", node, wl, namespace=ns)
         self.markers(pod)
         self.fleet.pods.append(pod)
+        if self.rng.random() < 0.2:  # a budget that lets no pod go: it is never stopped first
+            app = self.name()
+            pod.labels["app"] = app
+            self.fleet.pdbs.append({"cluster": "c", "namespace": ns, "name": self.name(),
+                                    "selector": json.dumps({"matchLabels": {"app": app}}),
+                                    "min_available": "1", "max_unavailable": None})
         gr = self.rng.uniform(0.01, 0.35)
         spiky = self.rng.random() < 0.3
         bursty = self.rng.random() < 0.3
@@ -128,6 +143,48 @@ class Builder:
             fb_p99=fb, fb_max=min(memory * 0.98, fb * (self.rng.uniform(1.3, 2.2) if spiky else 1.02)),
             step_s=self.rng.choice([15, 30, 60, 300]), max_pushed_down=self.rng.random() < 0.7,
             active_fraction=self.rng.uniform(0.3, 1.0))
+
+    def busy_service(self, nodes: list[str], memory: float) -> None:
+        """A single-replica service that uses its GPU: it keeps it whole, but may be moved."""
+        ns, wl = self.namespace(self.rng.random() < 0.5), self.name()
+        node = self.place(nodes, 1)
+        if node is None:
+            return
+        self.fleet.pods.append(Pod(f"{wl}-{self.name()}", node, wl, namespace=ns))
+        gr = self.rng.uniform(0.6, 0.95)
+        self.fleet.usage[(ns, wl)] = Usage(gr_mean=gr * 0.9, gr_p50=gr * 0.9, gr_p95=gr, gr_max=min(1.0, gr * 1.1),
+                                           fb_p99=memory * 0.6, fb_max=memory * 0.65)
+
+    def mixed_node(self, nodes: list[str], memory: float) -> None:
+        """The issue's shape: one 8-GPU node holding a busy 3-replica service, an idle pod and a
+        lone small production service, and a small dev service elsewhere in the pool."""
+        node = next((n for n in nodes if self.free[n] >= 5), None)
+        other = next((n for n in nodes if n != node and self.free[n] >= 1), None)
+        if node is None or other is None:
+            return
+        ns, api = self.namespace(False), self.name()
+        for i in range(3):
+            self.free[node] -= 1
+            self.fleet.pods.append(Pod(f"{api}-{i}", node, api, namespace=ns))
+        self.fleet.usage[(ns, api)] = Usage(gr_mean=0.7, gr_p50=0.7, gr_p95=0.85, gr_max=0.95,
+                                            fb_p99=memory * 0.7, fb_max=memory * 0.72)
+        self.free[node] -= 1
+        nb_ns, nb = self.namespace(False), self.name()
+        self.fleet.pods.append(Pod(f"{nb}-0", node, nb, namespace=nb_ns, kind="StatefulSet"))
+        self.fleet.usage[(nb_ns, nb)] = Usage(gr_mean=0.002, gr_p50=0.0, gr_p95=0.005, gr_max=0.3,
+                                              active_fraction=0.01, fb_p99=2000, fb_max=2100)
+        for target, prod in ((node, True), (other, False)):
+            self.free[target] -= 1
+            svc_ns, svc = self.namespace(prod), self.name()
+            pod = Pod(f"{svc}-{self.name()}", target, svc, namespace=svc_ns,
+                      labels={"env": "production" if prod else "dev"})
+            self.fleet.pods.append(pod)
+            gr = self.rng.uniform(0.03, 0.1)
+            fb = self.rng.uniform(0.03, 0.1) * memory
+            self.fleet.usage[(svc_ns, svc)] = Usage(gr_mean=gr * 0.8, gr_p50=gr * 0.8, gr_p95=gr, gr_max=gr * 1.3,
+                                                    peak_p95=gr * 1.1, fb_p99=fb, fb_max=fb * 1.02)
+            if prod:
+                self.mixed[(svc_ns, svc)] = (node, other)
 
     def idle(self, nodes: list[str]) -> None:
         ns, wl = self.namespace(False), self.name()
@@ -222,6 +279,22 @@ class Builder:
                                         "selector": json.dumps({"matchLabels": {"app": app}}),
                                         "min_available": value if key == "min_available" else None,
                                         "max_unavailable": value if key == "max_unavailable" else None})
+
+    def shared_gpus(self, nodes: list[str]) -> None:
+        """Small services holding fractions of GPUs they share (HAMi vGPUs): already shared, so
+        neither consolidated nor moved by binpack as whole GPUs."""
+        for _ in range(self.rng.randint(1, 4)):
+            share = self.rng.choice([0.1, 0.25, 0.3, 0.5])
+            node = self.place(nodes, share)
+            if node is None:
+                return
+            ns, wl = self.namespace(self.rng.random() < 0.3), self.name()
+            pod = Pod(f"{wl}-{self.name()}", node, wl, namespace=ns, share=share)
+            self.markers(pod)
+            self.fleet.pods.append(pod)
+            gr = self.rng.uniform(0.0, 0.3)
+            self.fleet.usage[(ns, wl)] = Usage(gr_mean=gr * 0.7, gr_p50=gr * 0.7, gr_p95=gr, gr_max=min(1.0, gr * 2),
+                                               fb_p99=2000.0, fb_max=2500.0, active_fraction=self.rng.uniform(0.2, 1))
 
     def mig_node(self, model: str, price: float, zone: str) -> None:
         (node,) = self.nodes(model, 1, price, 1, self.name(), zone, mig_config="all-1g.10gb")
@@ -327,14 +400,28 @@ class Builder:
     def build(self) -> RandomFleet:
         self.fleet_queues = []
         shapes = self.rng.sample(SHAPES, self.rng.randint(1, 3))
+        flavours: dict[str, str] = {}  # node -> how its pool's GPUs are known: clean, shuffled, unknown
         for model, gpus, price, memory in shapes:
             for _ in range(self.rng.randint(1, 2)):
                 pool, zone = self.name(), self.rng.choice(["z1", "z2"])
                 mig = "all-disabled" if model.startswith(("H100", "A100")) and self.rng.random() < 0.4 else None
+                single = model.startswith(("H100", "A100")) and self.rng.random() < 0.15
                 nodes = self.nodes(model, gpus, price, self.rng.randint(2, 6 if gpus > 1 else 9), pool, zone,
                                    mig_config=mig)
+                flavour = self.rng.choice(["clean", "clean", "shuffled", "unknown"])
+                for n in nodes:
+                    flavours[n] = flavour
+                    if single:
+                        self.fleet.node(n).labels["nvidia.com/mig.strategy"] = "single"
+                if gpus == 8 and model.startswith("H100") and flavour != "unknown" and not single \
+                        and self.rng.random() < 0.5:
+                    self.mixed_node(nodes, memory)
                 for _ in range(self.rng.randint(0, 5)):
                     self.small_service(nodes, memory)
+                for _ in range(self.rng.randint(0, 3) if gpus > 1 else self.rng.randint(0, 1)):
+                    self.busy_service(nodes, memory)
+                if self.rng.random() < 0.35:
+                    self.shared_gpus(nodes)
                 for _ in range(self.rng.randint(0, 2)):
                     self.idle(nodes)
                 if self.rng.random() < 0.3:
@@ -354,8 +441,31 @@ class Builder:
                 self.mig_node(model, price / gpus, self.rng.choice(["z1", "z2"]))
         for _ in range(self.rng.randint(0, 3)):
             self.queue()
+        self.locate(flavours)
+        # a node holding fractions of shared GPUs is shared already (not planned): the lone
+        # production service is expected to get its slice where neither of its nodes is
+        shared = {p.node for p in self.fleet.pods if p.share is not None}
+        self.expect_mig = {k for k, nodes in self.mixed.items() if not set(nodes) & shared}
         # the model rows priced a workload's pods as they were when it was added; every pod is placed by now
-        return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy, self.models, self.scaled)
+        return RandomFleet(self.seed, self.fleet, self.fleet_queues, self.busy, self.models, self.scaled,
+                           self.expect_mig)
+
+    def locate(self, flavours: dict[str, str]) -> None:
+        """The GPU indices DCGM reports: in order (clean), in any order (shuffled), or not for some
+        pods (unknown: a dump, or an exporter without the pod mapping)."""
+        on: dict[str, list[Pod]] = {}
+        for p in self.fleet.pods:
+            if not p.mig_profile:
+                on.setdefault(p.node, []).append(p)
+        for node, pods in on.items():
+            flavour = flavours.get(node, "clean")
+            if flavour == "shuffled":
+                order = list(range(self.fleet.node(node).gpus))
+                self.rng.shuffle(order)
+                for p in pods:
+                    p.gpu_indices, order = sorted(order[: int(p.gpus)]), order[int(p.gpus):]
+            elif flavour == "unknown" and self.rng.random() < 0.5:
+                self.rng.choice(pods).gpu_indices = []
 
 
 def random_fleet(seed: int) -> RandomFleet:

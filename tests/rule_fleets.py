@@ -47,6 +47,9 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     priority_class: str | None = None
     queue: str | None = None
+    # the GPU indices DCGM saw it on: None = the next free ones of its node, in pod order; [] = unknown
+    gpu_indices: list[int] | None = None
+    share: float | None = None        # part of a GPU it shares with others (a HAMi vGPU, a KAI fraction)
 
 
 @dataclass
@@ -122,6 +125,8 @@ class Fleet:
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
     def _gpu_equiv(self, p: Pod) -> float:
+        if p.share is not None:
+            return p.share
         if p.mig_profile:
             slices = int(p.mig_profile.split("g", 1)[0])
             return p.gpus * slices / 7
@@ -172,11 +177,31 @@ class Fleet:
             })
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
+    def gpu_indices(self) -> dict[tuple[str, str], list[int] | None]:
+        """(namespace, pod) -> the GPU indices it holds: stated ones, else the next free of its node."""
+        taken: dict[str, set[int]] = {}
+        for p in self.pods:
+            if p.gpu_indices:
+                taken.setdefault(p.node, set()).update(p.gpu_indices)
+        out: dict[tuple[str, str], list[int] | None] = {}
+        for p in self.pods:
+            if p.mig_profile or p.gpu_indices == []:
+                out[(p.namespace, p.name)] = None
+            elif p.gpu_indices is not None:
+                out[(p.namespace, p.name)] = sorted(p.gpu_indices)
+            else:
+                used = taken.setdefault(p.node, set())
+                free = [i for i in range(self.node(p.node).gpus) if i not in used][: int(p.gpus)]
+                used.update(free)
+                out[(p.namespace, p.name)] = free
+        return out
+
     def placement(self) -> pl.DataFrame:
         sizes: dict[tuple[str, str], int] = {}
         for p in self.pods:
             if p.gang:
                 sizes[(p.namespace, p.gang)] = sizes.get((p.namespace, p.gang), 0) + 1
+        indices = self.gpu_indices()
         rows = []
         for p in self.pods:
             n = self.node(p.node)
@@ -186,12 +211,14 @@ class Fleet:
                 "gpu_model": n.model, "capacity_type": n.capacity_type, "gpus": self._gpu_equiv(p),
                 "gpu_request": 0.0 if p.mig_profile else p.gpus, "mig_profile": p.mig_profile,
                 "mig_request": p.gpus if p.mig_profile else 0.0, "gang": p.gang,
+                "alloc_kind": "vgpu" if p.share is not None else ("mig" if p.mig_profile else "gpu"),
+                "fractional": p.share is not None,
                 "gang_pods": sizes.get((p.namespace, p.gang)) if p.gang else None,
                 "gang_min_member": p.gang_min if p.gang else None, "queue": p.queue,
                 "priority_class": p.priority_class, "labels": json.dumps(p.labels),
-                "annotations": json.dumps(p.annotations),
+                "annotations": json.dumps(p.annotations), "gpu_indices": indices[(p.namespace, p.name)],
             })
-        return pl.DataFrame(rows, infer_schema_length=None)
+        return pl.DataFrame(rows, infer_schema_length=None, schema_overrides={"gpu_indices": pl.List(pl.Int32)})
 
     def nodes_current(self) -> pl.DataFrame:
         held: dict[str, float] = {}
@@ -203,7 +230,9 @@ class Fleet:
             "gpu_count": n.gpus, "mig_config": n.mig_config,
             "is_mig": (n.mig_config or "") not in ("", "all-disabled"), "sharing_strategy": "none",
             "device_plugin_config": n.device_plugin_config, "gpus_held": held.get(n.name, 0.0),
-            "pods": sum(1 for p in self.pods if p.node == n.name), "usd_per_hour": n.price,
+            "pods": sum(1 for p in self.pods if p.node == n.name),
+            "fractional_pods": sum(1 for p in self.pods if p.node == n.name and p.share is not None),
+            "usd_per_hour": n.price,
             "on_demand_usd_per_hour": n.price, "node_pool_kind": "karpenter", "labels": json.dumps(n.labels),
         } for n in self.nodes], infer_schema_length=None)
 

@@ -90,8 +90,11 @@ def test_emit_writes_every_step_in_order(tmp_path: Path) -> None:
     plan.recommendations[-1].id = "mig-h100-3"
     attach_actions(plan, state)
     written = emit(plan, tmp_path / "out")
-    out = tmp_path / "out"
-    assert not (out / "kustomization.yaml").exists(), "kubectl apply -k DIR must not perform half the plan"
+    top = tmp_path / "out"
+    assert not (top / "kustomization.yaml").exists(), "kubectl apply -k DIR must not perform half the plan"
+    assert sorted(p.name for p in top.iterdir() if p.is_dir()) == ["default"]  # a folder per cluster
+    out = top / "default"
+    assert not (out / "kustomization.yaml").exists()
     steps = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert steps == ["01-config", "02-node-pool", "03-label", "04-workload", "05-workload-patch", "06-manifest",
                      "07-cordon-evict"]
@@ -123,9 +126,10 @@ def test_emit_writes_every_step_in_order(tmp_path: Path) -> None:
     readme = (out / "README.md").read_text()
     assert "kubectl patch --local" in readme and "### GPU sharing (MPS, time-slicing)" in readme
     assert "`spec.devicePlugin.config.name: device-plugin-config`" in readme
-    assert load_plan(out / "plan.json").plan_id == "plan-emit"
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(
-        str(p.relative_to(out)) for p in written)
+    assert 'CONTEXT="${KUBE_CONTEXT:-}"' in script and '"$KUBECTL" --context "$CONTEXT" patch' in script
+    assert load_plan(top / "plan.json").plan_id == "plan-emit"
+    assert sorted(str(p.relative_to(top)) for p in top.rglob("*") if p.is_file()) == sorted(
+        str(p.relative_to(top)) for p in written)
 
 
 def test_diff_shows_only_the_touched_fields() -> None:
@@ -159,7 +163,7 @@ def test_actions_from_the_warehouse_detect_live_drift(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "wh.duckdb") as wh, seeded() as api:
         _warehouse_rows(wh, weight=6)  # what the rules saw differs from the live cluster (4)
         plan = Plan("plan-wh", datetime.now(UTC), None, (None, None), [queue_rec(), mig_rec()])
-        state = actions_for_plan(wh, plan)
+        state = actions_for_plan(wh, plan)["default"]  # the findings' cluster
         assert state.sources["Queue/research"] == "warehouse"
         queue_action = plan.recommendations[0].actions[0]
         assert queue_action["observed"]["fields"]["/spec/weight"] == 6
@@ -168,7 +172,7 @@ def test_actions_from_the_warehouse_detect_live_drift(tmp_path: Path) -> None:
         assert "workload spec not observed" in mig_patch["description"]
         with pytest.raises(ApplyFailed, match=r"/spec/weight is 4, the plan saw 6"):
             apply_plan(plan, Kube(api.client()), wh)
-        state = prepare_plan(plan, wh, kube=Kube(api.client()))  # rebuilt with live workload specs
+        state = prepare_plan(plan, wh, kube=Kube(api.client()))["default"]  # rebuilt with live workload specs
         assert "workload spec not observed" not in plan.recommendations[1].actions[-1]["description"]
         assert state.sources["Queue/research"] == "live"
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -304,18 +305,31 @@ def test_mapper_errors_name_the_field() -> None:
 
 def test_load_dump_dir_all_kinds(wh: Warehouse, tmp_path: Path) -> None:
     folder = write_dump(tmp_path / "dump", fleet(), yaml_kinds=("queues", "nodepools"))
+    written = datetime(2026, 7, 10, 6).replace(tzinfo=UTC).timestamp()
+    for f in folder.iterdir():  # kubectl wrote the files when it read the cluster
+        os.utime(f, (written, written))
     report = k8s.load_dump_dir(wh, CFG, folder)
     assert counts(wh) == {"nodes": 2, "pods": 4, "podgroups": 1, "vcjobs": 1, "queues": 1,
                           "node_pools": 2, "pdbs": 1, "events": 1}
     assert report.rows["pods"] == 4
-    # the queue of a Volcano Job's pod comes from its PodGroup; the dump time from its latest timestamp
-    row = wh.sql("SELECT queue, last_seen, source FROM pods WHERE uid = 'p-2'").row(0)
-    assert row == ("team-a", datetime(2026, 7, 9), "dump")
+    # the queue of a Volcano Job's pod comes from its PodGroup; the dump time is when it was read (its
+    # files' time), not its newest timestamp (2026-07-09)
+    row = wh.sql("SELECT queue, last_seen, snapshot_at, source FROM pods WHERE uid = 'p-2'").row(0)
+    assert row == ("team-a", datetime(2026, 7, 10, 6), datetime(2026, 7, 10, 6), "dump")
+    assert any("newest timestamp inside these objects is 2026-07-09 00:00, 1 day(s) before" in n for n in report.notes)
     pools = wh.sql("SELECT name, kind, capacity_types FROM node_pools ORDER BY name").rows()
     assert pools == [("gpu-od", "karpenter", '["on-demand","spot"]'), ("system", "eks-nodegroup", '["spot"]')]
     assert wh.sql("SELECT cluster FROM clusters").rows() == [("test",)]
     state = wh.sql("SELECT source, status, cursor FROM ingest_state").row(0)
-    assert state == ("kubernetes:dump", "complete", datetime(2026, 7, 9))
+    assert state == ("kubernetes:dump", "complete", datetime(2026, 7, 10, 6))
+    snaps = dict(wh.sql("SELECT kind, observed_at FROM k8s_snapshots").rows())
+    assert set(snaps) == {"nodes", "pods", "podgroups", "vcjobs", "queues", "nodepools", "pdbs", "events"}
+    assert set(snaps.values()) == {datetime(2026, 7, 10, 6)}
+    # --as-of dates it; an older read loaded afterwards does not move the newest snapshot back
+    k8s.load_dump_dir(wh, CFG, folder, observed_at=datetime(2026, 7, 12))
+    k8s.load_dump_dir(wh, CFG, folder, observed_at=datetime(2026, 7, 11))
+    assert wh.sql("SELECT DISTINCT observed_at FROM k8s_snapshots").rows() == [(datetime(2026, 7, 12),)]
+    assert wh.sql("SELECT snapshot_at FROM vcjobs").item() == datetime(2026, 7, 12)
 
 
 def test_reload_is_idempotent(wh: Warehouse, tmp_path: Path) -> None:
@@ -335,7 +349,8 @@ def test_dump_merges_with_prometheus_pods(wh: Warehouse, tmp_path: Path) -> None
         "'2026-07-20', 'prometheus')")
     pods = fleet()["pods"][:1]
     del pods[0]["metadata"]["creationTimestamp"]  # the dump lacks it: Prometheus' value stays
-    k8s.load_dump_dir(wh, CFG, write_dump(tmp_path / "d", {"pods": pods}))
+    # a dump taken before Prometheus last saw the pod
+    k8s.load_dump_dir(wh, CFG, write_dump(tmp_path / "d", {"pods": pods}), observed_at=datetime(2026, 7, 10))
     row = wh.sql("SELECT workload, created, started, last_seen, phase, source FROM pods WHERE uid = 'p-1'").row(0)
     assert row == ("web", datetime(2026, 6, 1), datetime(2026, 7, 1, 0, 1), datetime(2026, 7, 20), "Running", "dump")
     assert count(wh, "pods") == 1

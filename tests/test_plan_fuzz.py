@@ -46,7 +46,7 @@ HOSTILE: list[Any] = [
     "1970-01-01T00:00:00", (datetime.now(UTC) + timedelta(days=30)).isoformat(), "2026-13-45", [], {}, [1, 2],
     {"op": "add"}, "k8s-exec", "plan-ok", "nvidia.com/gpu", "/spec/../x", "~2",
 ]
-LOCATION = re.compile(r"(recommendations(\[\d+\])?|plan_id|created_at|catalog|window|notes|line \d+ column \d+|"
+LOCATION = re.compile(r"(recommendations(\[\d+\])?|plan_id|created_at|catalog|window|notes|clusters|line \d+ column \d+|"
                       r"byte \d+|nested too deeply|a plan object)")
 
 

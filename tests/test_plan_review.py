@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 from datetime import UTC, datetime, timedelta, timezone
@@ -32,6 +33,7 @@ from tests.k8s_apply_server import live_state, seeded
 from tests.test_actions_builders import binpack_rec, idle_rec, queue_rec, spot_rec
 
 HOSTILE_TEXT = "ok\n$(touch PWNED)`touch PWNED`; touch PWNED\r\n---\nkind: Namespace\u2028# \x85x\u202e"
+HOSTILE_CLUSTER = "east $(touch PWNED)`touch PWNED`; touch PWNED"
 
 
 def reviewed_plan(plan_id: str = "plan-review") -> Plan:
@@ -158,7 +160,11 @@ def test_hostile_free_text_is_inert_in_steps_sh_and_yaml(tmp_path: Path) -> None
     data = plan_to_json(plan)
     data["catalog"] = HOSTILE_TEXT
     data["notes"] = [HOSTILE_TEXT]
+    data["clusters"] = [HOSTILE_CLUSTER]  # a cluster name is one line, but may hold anything else
     for rec in data["recommendations"]:
+        rec["cluster"] = rec["target"]["cluster"] = HOSTILE_CLUSTER
+        for action in rec["actions"]:
+            action["cluster"] = HOSTILE_CLUSTER
         rec["title"] = HOSTILE_TEXT
         for action in rec["actions"]:
             action["description"] = HOSTILE_TEXT
@@ -166,26 +172,36 @@ def test_hostile_free_text_is_inert_in_steps_sh_and_yaml(tmp_path: Path) -> None
             if action["type"] in ("note", "refused"):
                 action["message"] = HOSTILE_TEXT
     hostile = plan_from_data(data)  # free text is allowed: it is data, written out inertly
-    out = tmp_path / "out"
-    emit(hostile, out)
-    for path in out.rglob("*.yaml"):
+    top = tmp_path / "out"
+    emit(hostile, top)
+    for path in top.rglob("*.yaml"):
         docs = list(yaml.safe_load_all(path.read_text()))
         assert len(docs) == 1 and docs[0]["kind"] != "Namespace", path
+    (out,) = [p for p in top.iterdir() if p.is_dir()]  # the cluster's folder: a slug of its name
+    assert re.fullmatch(r"east-touch-pwned-touch-pwned-touch-pwned-[0-9a-f]{8}", out.name), out.name
     script = (out / "steps.sh").read_text()
-    for line in script.splitlines():
+    for line in [*script.splitlines(), *(top / "steps.sh").read_text().splitlines()]:
         assert "\r" not in line and "\u2028" not in line and "\x85" not in line
         if "PWNED" in line:
-            assert line.startswith("# ") or line.startswith("if step "), line
+            assert line.startswith(("# ", "if step ", "CLUSTER='", "  echo '")), line
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
     for name in ("kubectl", "aws", "touch"):
         _stub(bin_dir, name, log)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DRY_RUN": "1", "HOME": str(tmp_path)}
-    res = subprocess.run(["sh", str(out / "steps.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
+    res = subprocess.run(["sh", str(top / "steps.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and "no kube context named for it" in res.stderr, "never the current context"
+    assert not log.exists() and not list(tmp_path.rglob("PWNED"))
+    env["KUBE_CONTEXT"] = "prod-east"
+    res = subprocess.run(["sh", str(top / "steps.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stderr
+    assert "(cluster east $(touch PWNED)`touch PWNED`; touch PWNED, context prod-east)" in res.stderr
     calls = [c.split("\0")[:-1] for c in log.read_text().splitlines()]
     assert {c[0] for c in calls} == {"kubectl"}, "only kubectl runs (no touch, no aws under DRY_RUN)"
+    assert all(c[1:3] == ["--context", "prod-east"] for c in calls), "every kubectl call names the context"
+    calls = [[c[0], *c[3:]] for c in calls]
     assert not list(tmp_path.rglob("PWNED"))
     assert all("--dry-run=server" in c or any("dryRun=All" in a for a in c) for c in calls)
     applies = [c for c in calls if c[1] == "apply"]
@@ -194,19 +210,20 @@ def test_hostile_free_text_is_inert_in_steps_sh_and_yaml(tmp_path: Path) -> None
     assert [c[3].split("?")[0] for c in evictions] == [
         "/api/v1/namespaces/training/pods/llm-train-worker-0/eviction",
         "/api/v1/namespaces/training/pods/llm-train-worker-1/eviction"]
-    readme = (out / "README.md").read_text()
-    assert "\nkind: Namespace" not in readme and "\n---" not in readme
+    for readme in ((out / "README.md").read_text(), (top / "README.md").read_text()):
+        assert "\nkind: Namespace" not in readme and "\n---" not in readme
     assert "step 3 is not done by this script" in res.stderr  # the EKS group to copy by hand
     # for real: the script stops at the step to do by hand, and resumes after it
     log.unlink()
     env.pop("DRY_RUN")
-    res = subprocess.run(["sh", str(out / "steps.sh")], env=env, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(["sh", str(top / "steps.sh")], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 3 and "then run: sh steps.sh 4" in res.stderr
     assert len(log.read_text().splitlines()) == 2  # steps 1 and 2
-    res = subprocess.run(["sh", str(out / "steps.sh"), "4"], env=env, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(["sh", str(top / "steps.sh"), "4"], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     calls = [c.split("\0")[:-1] for c in log.read_text().splitlines()][2:]
-    assert calls[0][:3] == ["kubectl", "apply", "--server-side"] and calls[0][-2:] == ["-k", "04-workload"]
+    assert calls[0][:5] == ["kubectl", "--context", "prod-east", "apply", "--server-side"]
+    assert calls[0][-2:] == ["-k", "04-workload"]
     assert {c[0] for c in calls} == {"kubectl", "aws"} and not list(tmp_path.rglob("PWNED"))
 
 
@@ -217,7 +234,7 @@ def test_emit_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     plan.recommendations[0].actions[0]["ref"]["name"] = long_name
     written = emit(plan, tmp_path / "long")
     assert all(len(p.name) <= 255 for p in written)
-    assert yaml.safe_load(next((tmp_path / "long" / "01-config").glob("*-queue-*.yaml")).read_text())[
+    assert yaml.safe_load(next((tmp_path / "long" / "default" / "01-config").glob("*-queue-*.yaml")).read_text())[
         "metadata"]["name"] == long_name
     (tmp_path / "file").write_text("x")
     with pytest.raises(BadInput, match="is a file, not a directory"):

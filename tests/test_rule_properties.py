@@ -23,6 +23,10 @@ plan's invariants checked from the outside on every one:
 ``GPUINSIGHT_PROPERTY_FLEETS`` (default 220) and ``GPUINSIGHT_PROPERTY_SEED`` (default 1000)
 choose the fleets; a failure names its seed (``random_fleet(seed)`` rebuilds it).
 
+A slice of fleets (``GPUINSIGHT_MULTI_CLUSTER_FLEETS``, default 24) is planned as several clusters
+of the same names (the same stack deployed in each): each cluster must get the single-cluster
+plan, with ids unique across clusters and the savings per cluster adding up.
+
 A slice of fleets (``GPUINSIGHT_SCRAPED_FLEETS``, default 16; tests/random_scrapes.py) goes
 through the real loading path instead: per-step readings written as OpenMetrics text in two
 randomly chosen real dcgm-exporter label spellings, each loaded into DuckDB and planned from
@@ -35,6 +39,7 @@ import json
 import math
 import os
 from collections import defaultdict
+from datetime import UTC, datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,7 @@ from tests.random_scrapes import random_spelling, scrape_fleet, write_catalog
 
 FLEETS = int(os.environ.get("GPUINSIGHT_PROPERTY_FLEETS", "220"))
 SCRAPED = int(os.environ.get("GPUINSIGHT_SCRAPED_FLEETS", "16"))
+MULTI = int(os.environ.get("GPUINSIGHT_MULTI_CLUSTER_FLEETS", "24"))
 SEED = int(os.environ.get("GPUINSIGHT_PROPERTY_SEED", "1000"))
 COMPUTE_TARGET, MEMORY_FACTOR, IDLE_PEAK = 0.80, 1.05, 0.10
 WORKLOAD_KINDS = ("idle", "mig", "mps", "timeslice", "spot", "scale_to_zero", "input_starved")
@@ -95,18 +101,20 @@ def check_ledger(rf: RandomFleet, recs: list[Any]) -> None:
             seen.add(key)
     released = [n for r in recs if r.rule == "binpack" for n in r.proposed["nodes_freed"]]
     assert len(released) == len(set(released))
-    # binpack never moves work onto GPUs another finding returned to the pool
+    # binpack never moves work onto GPUs another finding returned to the pool (nor do the moves
+    # consolidation makes to make room for shared GPUs): every node holds what lands on it
+    where, _, partitioned, _ = consolidation_state(rf, recs)
     load: dict[str, float] = defaultdict(float)
     for p in rf.fleet.pods:
-        load[p.node] += rf.fleet._gpu_equiv(p)
-    leaving = {(r.namespace, r.workload) for r in recs if r.rule in ("idle", "mig", "mps", "timeslice")
-               and r.proposed.get("reason") != "periodic"}
-    leaving |= {(r.namespace, r.target["ray_cluster"]) for r in recs if r.rule == "ray"
-                and r.proposed["change"] == "job_cleanup" and r.evidence["cluster_alive_at_window_end"]}
+        load[where[(p.namespace, p.name)]] += rf.fleet._gpu_equiv(p)
+    for node, gpus in partitioned.items():
+        load[node] += len(gpus)
+    leaving = leaving_workloads(recs)
     for p in rf.fleet.pods:
         if (p.namespace, p.workload) in leaving:
-            load[p.node] -= rf.fleet._gpu_equiv(p)
-    arrivals: set[str] = set()
+            load[where[(p.namespace, p.name)]] -= rf.fleet._gpu_equiv(p)
+    arrivals: set[str] = {m["to"] for r in recs if r.rule in SHARING for m in r.proposed.get("evict") or []
+                          if m["to"] != m["from"]}
     for r in recs:
         if r.rule == "binpack":
             for m in r.proposed["moves"]:
@@ -116,37 +124,109 @@ def check_ledger(rf: RandomFleet, recs: list[Any]) -> None:
                     arrivals.add(m["to"])
     returned = defaultdict(float)
     for r in recs:
-        if r.rule != "binpack":
+        # scale_to_zero returns a staying workload's own GPU in its hours at zero (counted in load
+        # as held): not GPUs in space that moved work could fill
+        if r.rule not in ("binpack", "scale_to_zero"):
             for c in r.evidence["claims"]:
                 returned[c["node"]] += c["gpus"]
-    for node in arrivals:
-        assert load[node] <= nodes[node].gpus - returned[node] + 1e-6, f"{node} filled with returned GPUs"
+    for node in arrivals:  # claims are shown rounded to 3 decimals of a GPU
+        assert load[node] <= nodes[node].gpus - returned[node] + 1e-3 * shown[node], f"{node} filled with returned GPUs"
+    for node, held in load.items():
+        assert held <= nodes[node].gpus + 1e-6, f"{node}: {held:g} GPUs after the plan, it has {nodes[node].gpus}"
+
+
+def leaving_workloads(recs: list[Any]) -> set[tuple[str, str]]:
+    """Workloads the plan takes off their nodes: scaled away (idle), shared, clusters deleted."""
+    leaving = {(r.namespace, r.workload) for r in recs if r.rule in ("idle", "mig", "mps", "timeslice")
+               and r.proposed.get("reason") != "periodic"}
+    leaving |= {(r.namespace, r.target["ray_cluster"]) for r in recs if r.rule == "ray"
+                and r.proposed["change"] == "job_cleanup" and r.evidence["cluster_alive_at_window_end"]}
+    return leaving
 
 
 def check_gangs(rf: RandomFleet, recs: list[Any]) -> None:
+    """Every eviction of the plan (binpack's moves, and the pods moved off the nodes that host
+    shared GPUs): gangs whole, busy gangs never, budgets held."""
     gangs: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for p in rf.fleet.pods:
         if p.gang:
             gangs[(p.namespace, p.gang)].append(p)
-    for r in (r for r in recs if r.rule == "binpack"):
-        moved = {(m["namespace"], p) for m in r.proposed["moves"] for p in m["pods"]}
-        for (ns, gang), pods in gangs.items():
-            mine = {(ns, p.name) for p in pods}
-            n_moved = len(mine & moved)
-            if not n_moved:
-                continue
-            strict = len(pods) > 1 and (pods[0].gang_min is None or pods[0].gang_min >= len(pods))
-            assert (ns, gang) not in rf.busy, f"busy gang {ns}/{gang} was touched"
-            if strict:
-                assert n_moved == len(pods), f"gang {ns}/{gang} split: {n_moved} of {len(pods)}"
-            elif len(pods) > 1:
-                assert n_moved <= len(pods) - (pods[0].gang_min or 1), f"elastic gang {ns}/{gang} below minMember"
-        for pdb in rf.fleet.pdbs:
-            sel = json.loads(pdb["selector"])["matchLabels"]
-            covered = [p for p in rf.fleet.pods if p.namespace == pdb["namespace"]
-                       and all(p.labels.get(k) == v for k, v in sel.items())]
-            evicted = sum(1 for p in covered if (p.namespace, p.name) in moved)
-            assert evicted <= allowed(pdb, len(covered)), f"PDB {pdb['name']}: {evicted} evicted"
+    moved = {(m["namespace"], p) for r in recs if r.rule == "binpack" for m in r.proposed["moves"] for p in m["pods"]}
+    moved |= {(m["namespace"], p) for r in recs if r.rule in SHARING for m in r.proposed.get("evict") or []
+              for p in m["pods"]}
+    for (ns, gang), pods in gangs.items():
+        mine = {(ns, p.name) for p in pods}
+        n_moved = len(mine & moved)
+        if not n_moved:
+            continue
+        strict = len(pods) > 1 and (pods[0].gang_min is None or pods[0].gang_min >= len(pods))
+        assert (ns, gang) not in rf.busy, f"busy gang {ns}/{gang} was touched"
+        if strict:
+            assert n_moved == len(pods), f"gang {ns}/{gang} split: {n_moved} of {len(pods)}"
+        elif len(pods) > 1:
+            assert n_moved <= len(pods) - (pods[0].gang_min or 1), f"elastic gang {ns}/{gang} below minMember"
+    for r in (r for r in recs if r.rule == "binpack"):  # what the action builder checks on a freed node
+        gone = {(m["namespace"], p) for m in r.proposed["moves"] for p in m["pods"]}
+        gone |= {(x["namespace"], x["pod"]) for x in r.proposed["pods_leaving"]}
+        for node in r.proposed["nodes_freed"]:
+            stay = [p.name for p in rf.fleet.pods if p.node == node and (p.namespace, p.name) not in gone]
+            assert not stay, f"{r.id}: freed node {node} keeps {stay}"
+    for pdb in rf.fleet.pdbs:
+        sel = json.loads(pdb["selector"])["matchLabels"]
+        covered = [p for p in rf.fleet.pods if p.namespace == pdb["namespace"]
+                   and all(p.labels.get(k) == v for k, v in sel.items())]
+        evicted = sum(1 for p in covered if (p.namespace, p.name) in moved)
+        stopped = sum(1 for r in recs if r.rule == "mig" for x in r.proposed.get("stop_first") or []
+                      if any(p.namespace == x["namespace"] and p.name == x["pod"] for p in covered))
+        assert evicted <= allowed(pdb, len(covered)), f"PDB {pdb['name']}: {evicted} evicted"
+        assert not stopped, f"PDB {pdb['name']}: a pod it covers is stopped before a repartition"
+
+
+def check_sharing(rf: RandomFleet, recs: list[Any]) -> None:
+    """The shared GPUs: a GPU is partitioned only when nothing that stays runs on it; each node's
+    mig-parted config is valid, covers its GPUs once and keeps every partitioned GPU within a
+    valid layout; a sharing host keeps no whole-GPU pod; the lone small production services the
+    fleet planted beside busy work got their MIG slice."""
+    from gpuinsight.migparted import layout_errors, spec_errors
+    from tests.genai_trace import mig_reference
+
+    f = rf.fleet
+    indices = f.gpu_indices()
+    nodes = {n.name: n for n in f.nodes}
+    leaving = leaving_workloads(recs)
+    where, moved, partitioned, hosts = consolidation_state(rf, recs)
+    for r in (r for r in recs if r.rule == "mig" and r.proposed.get("gpu_index") is not None):
+        node, index = r.proposed["node"], r.proposed["gpu_index"]
+        cleared = {(m["namespace"], p) for m in r.proposed["evict"] for p in m["pods"]}
+        cleared |= {(x["namespace"], x["pod"]) for x in r.proposed["stop_first"]}
+        for p in f.pods:
+            if p.node == node and index in (indices[(p.namespace, p.name)] or []):
+                assert (p.namespace, p.name) in cleared, \
+                    f"{r.id}: GPU {index} of {node} repartitioned while {p.namespace}/{p.name} runs on it"
+        layout = r.proposed["node_layout"]
+        assert spec_errors({"version": "v1", "mig-configs": {r.proposed["node_mig_config"]: layout}}) == [], r.id
+        profiles, layouts = mig_reference(nodes[node].model)
+        assert layout_errors(layout, nodes[node].gpus, {p[0]: p[3] for p in profiles}, layouts) == [], r.id
+        STATS["mig_per_gpu"] += 1
+        STATS["mig_on_8_gpu_nodes"] += nodes[node].gpus == 8
+        STATS["mig_after_evictions"] += bool(r.proposed["evict"])
+    single = {r.proposed["node"]: r for r in recs if r.rule == "mig" and r.proposed.get("strategy") == "single"}
+    for node in hosts:
+        stay = [p for p in f.pods if where[(p.namespace, p.name)] == node and (p.namespace, p.workload) not in leaving]
+        assert not stay, f"sharing host {node} keeps whole-GPU pods {[p.name for p in stay]}"
+        if node in single:  # every GPU repartitioned: every pod on it gone first
+            r = single[node]
+            cleared = {(m["namespace"], p) for m in r.proposed["evict"] for p in m["pods"]}
+            cleared |= {(x["namespace"], x["pod"]) for x in r.proposed["stop_first"]}
+            running = [p.name for p in f.pods if p.node == node and (p.namespace, p.name) not in cleared]
+            assert not running, f"{node} repartitioned whole while {running} run on it"
+        STATS["sharing_hosts_emptied"] += any(p.node == node and (p.namespace, p.name) in moved for p in f.pods)
+    for node, gpus in partitioned.items():
+        assert len(gpus) <= nodes[node].gpus
+    mig = {(r.namespace, r.workload) for r in recs if r.rule == "mig"}
+    for key in rf.expect_mig:
+        assert key in mig, f"the lone small production service {key} on a mixed node got no MIG slice"
+        STATS["lone_production_mig"] += 1
 
 
 def check_sizing(rf: RandomFleet, recs: list[Any]) -> None:
@@ -232,7 +312,7 @@ def check_signals(rf: RandomFleet, recs: list[Any]) -> None:
         if inp["cpu_idle_cores"] is not None and inp["cpu_idle_cores"] >= 0.8 * inp["cpu_request"]:
             assert r.proposed["cause"] == "cpu", r.id
         STATS["input_starved"] += 1
-    where = {(p.namespace, p.name): p.node for p in f.pods}
+    where, _, partitioned, hosts = consolidation_state(rf, recs)
     moved_workloads, released = set(), set()
     for r in (r for r in recs if r.rule == "binpack"):
         released |= set(r.proposed["nodes_freed"])
@@ -249,11 +329,14 @@ def check_signals(rf: RandomFleet, recs: list[Any]) -> None:
         for p in f.pods:
             if p.name not in size or p.namespace != r.namespace:
                 load[where[(p.namespace, p.name)]] += f._gpu_equiv(p)
+        for node, gpus in partitioned.items():
+            load[node] += len(gpus)
         placed: dict[str, float] = defaultdict(float)
         for item in r.proposed["placement"]:
             placed[item["to"]] += size[item["pod"]]
         for node, g in placed.items():
             assert node not in released and nodes[node].model == nodes[gang[0].node].model, r.id
+            assert node not in hosts, f"{r.id}: {node} is a sharing host"
             assert load[node] + g <= nodes[node].gpus + 1e-9, f"{r.id}: {node} cannot hold the gang"
         level, domain = r.proposed["level"], r.proposed["domain"]
 
@@ -332,9 +415,51 @@ def oracle_min_nodes(caps: list[float], pods: list[dict[str, Any]], budgets: dic
     return n
 
 
+SHARING = ("mig", "mps", "timeslice")
+
+
+def consolidation_state(rf: RandomFleet, recs: list[Any]) -> tuple[dict[tuple[str, str], str], set[tuple[str, str]],
+                                                                    dict[str, set[int]], set[str]]:
+    """What the consolidation findings do before binpack: where each pod is after their moves,
+    the pods they moved, the GPU indices they partition on each node, the nodes they make hosts."""
+    where = {(p.namespace, p.name): p.node for p in rf.fleet.pods}
+    moved: set[tuple[str, str]] = set()
+    partitioned: dict[str, set[int]] = defaultdict(set)
+    hosts: set[str] = set()
+    for r in recs:
+        if r.rule not in SHARING:
+            continue
+        for m in r.proposed.get("evict") or []:
+            for pod in m["pods"]:
+                where[(m["namespace"], pod)] = m["to"]
+                moved.add((m["namespace"], pod))
+        if r.rule == "mig" and r.proposed.get("gpu_index") is not None:
+            partitioned[r.proposed["node"]].add(r.proposed["gpu_index"])
+        elif r.rule != "mig" or r.proposed.get("strategy") == "single":
+            hosts.add(r.proposed["node"])
+    return where, moved, partitioned, hosts
+
+
+def check_shared(rf: RandomFleet, recs: list[Any]) -> None:
+    """A pod holding a fraction of a shared GPU is already shared: no MIG / MPS / time-slicing
+    for it, and binpack neither moves it nor plans its node as whole GPUs."""
+    fractional = {(p.namespace, p.workload) for p in rf.fleet.pods if p.share is not None}
+    shared_nodes = {p.node for p in rf.fleet.pods if p.share is not None}
+    for r in recs:
+        if r.rule in ("mig", "mps", "timeslice"):
+            assert (r.namespace, r.workload) not in fractional, f"{r.rule} for the fractional {r.workload}"
+            assert r.proposed.get("node") not in shared_nodes, f"{r.rule} host {r.proposed.get('node')} is shared"
+        if r.rule == "binpack":
+            for m in r.proposed["moves"]:
+                assert m["from"] not in shared_nodes and m["to"] not in shared_nodes, f"binpack moved {m}"
+            assert not set(r.proposed["nodes_freed"]) & shared_nodes
+    STATS["fractional_pods"] += sum(1 for p in rf.fleet.pods if p.share is not None)
+
+
 def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) -> None:
     f = rf.fleet
     findings = {r.evidence["pool"]: r for r in recs if r.rule == "binpack"}
+    where, moved, partitioned, hosts = consolidation_state(rf, recs)
     gone = {(p.namespace, p.name) for p in f.pods
             if (f.cluster, p.namespace, p.name) in ctx.pods_leaving
             or (f.cluster, p.namespace, p.workload) in ctx.workloads_leaving}
@@ -349,18 +474,22 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
             gang_size[(p.namespace, p.gang)] += 1
     pools: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for n in f.nodes:
-        if (n.mig_config or "") not in ("", "all-disabled") or n.device_plugin_config or (f.cluster, n.name) in ctx.hosts:
+        if (n.mig_config or "") not in ("", "all-disabled") or n.device_plugin_config or n.name in hosts:
             continue
-        if any(p.node == n.name and (p.namespace, p.name) not in gone for p in f.pods):
+        if any(p.node == n.name and p.share is not None for p in f.pods):
+            continue  # a node of shared GPUs is not planned
+        if partitioned.get(n.name) or any(where[(p.namespace, p.name)] == n.name and (p.namespace, p.name) not in gone
+                                          for p in f.pods):
             pools[(n.pool, n.zone, n.model)].append(n)
     for (pool, _, _), members in pools.items():
         index = {n.name: i for i, n in enumerate(members)}
-        pods = [p for p in f.pods if p.node in index and (p.namespace, p.name) not in gone]
+        pods = [p for p in f.pods if where[(p.namespace, p.name)] in index and (p.namespace, p.name) not in gone]
         if len(members) > ORACLE_NODES or len(pods) > ORACLE_PODS:
             continue
         caps, closed = [], []
         for n in members:
-            staying = sum(f._gpu_equiv(p) for p in pods if p.node == n.name)
+            staying = sum(f._gpu_equiv(p) for p in pods if where[(p.namespace, p.name)] == n.name)
+            staying += len(partitioned.get(n.name, ()))
             caps.append(max(n.gpus - returned[n.name], staying))
             closed.append(staying > n.gpus - returned[n.name] + 1e-9)  # takes no arrivals
         budgets: dict[str, int] = {}
@@ -376,16 +505,23 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
             for pdb in f.pdbs:
                 sel = json.loads(pdb["selector"])["matchLabels"]
                 if pdb["namespace"] == p.namespace and all(p.labels.get(k) == v for k, v in sel.items()):
-                    covered = sum(1 for q in f.pods if q.namespace == pdb["namespace"]
-                                  and all(q.labels.get(k) == v for k, v in sel.items()))
-                    budgets[pdb["name"]] = allowed(pdb, covered)
+                    covered = [q for q in f.pods if q.namespace == pdb["namespace"]
+                               and all(q.labels.get(k) == v for k, v in sel.items())]
+                    used = sum((q.namespace, q.name) in moved for q in covered)  # evicted by consolidation
+                    budgets[pdb["name"]] = allowed(pdb, len(covered)) - used
                     own.append(pdb["name"])
             if p.gang and size > 1 and not strict:
-                budgets[f"gang-{p.gang}"] = size - (p.gang_min or 1)
+                used = sum((q.namespace, q.name) in moved for q in f.pods if q.gang == p.gang and q.namespace == p.namespace)
+                budgets[f"gang-{p.gang}"] = size - (p.gang_min or 1) - used
                 own.append(f"gang-{p.gang}")
-            pinned = strict and ((p.namespace, p.gang) in rf.busy or in_pool[(p.namespace, p.gang)] < size)
-            rows.append({"node": index[p.node], "gpus": f._gpu_equiv(p), "gang": p.gang if strict else None,
-                         "pinned": pinned, "budgets": own})
+            pinned = (strict and ((p.namespace, p.gang) in rf.busy or in_pool[(p.namespace, p.gang)] < size)) \
+                or (p.namespace, p.name) in moved
+            rows.append({"node": index[where[(p.namespace, p.name)]], "gpus": f._gpu_equiv(p),
+                         "gang": p.gang if strict else None, "pinned": pinned, "budgets": own})
+        for n in members:  # GPUs partitioned for shared work stay where they are
+            if partitioned.get(n.name):
+                rows.append({"node": index[n.name], "gpus": float(len(partitioned[n.name])), "gang": None,
+                             "pinned": True, "budgets": []})
         best = oracle_min_nodes(caps, rows, budgets, closed)
         r = findings.get(pool)
         kept = r.evidence["nodes_after"] if r else len(members)
@@ -405,10 +541,12 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
             check_ledger(rf, recs)
             check_gangs(rf, recs)
             check_sizing(rf, recs)
+            check_sharing(rf, recs)
             check_queues(rf, recs)
             check_ray_and_scale_to_zero(rf, recs)
             check_signals(rf, recs)
             check_binpack_optimal(rf, recs, ctx)
+            check_shared(rf, recs)
         except AssertionError as exc:
             raise AssertionError(f"random_fleet({seed}): {exc}") from exc
         STATS["fleets"] += 1
@@ -416,10 +554,66 @@ def test_plans_on_random_fleets_hold_their_invariants(batch: int) -> None:
 
 
 def plan_summary(recs: list[Any]) -> list[tuple[Any, ...]]:
-    """What must not depend on how the exporter spelled its labels: every finding, its target,
-    saving, confidence and proposal (not the id: some kinds hash the cluster into it)."""
-    return sorted((r.rule, r.namespace, r.workload, r.node, round(r.monthly_savings_usd, 2),
-                   round(r.confidence, 4), json.dumps(r.proposed, sort_keys=True, default=str)) for r in recs)
+    """What must not depend on how the exporter spelled its labels, nor on the cluster's name:
+    every finding, its target, saving, confidence and proposal (not the id, which hashes the
+    cluster: a proposal naming another finding names it by rule and target instead)."""
+    names = {r.id: f"{r.rule}:{r.namespace}/{r.workload}/{r.node}/{r.queue}" for r in recs}
+
+    def proposal(r: Any) -> str:
+        text = json.dumps(r.proposed, sort_keys=True, default=str)
+        for rid, name in names.items():
+            text = text.replace(json.dumps(rid), json.dumps(name))
+        return text
+
+    return sorted(((r.rule, r.namespace, r.workload, r.node, round(r.monthly_savings_usd, 2),
+                    round(r.confidence, 4), proposal(r)) for r in recs), key=repr)
+
+
+def in_clusters(frames: dict[str, Any], clusters: list[str]) -> dict[str, Any]:
+    """The same fleet collected under each of ``clusters``: every namespace, workload, node,
+    pool and queue name the same in all of them (frames without a cluster column are the
+    fleet's: the price catalog, the MIG catalog, the fleet summary)."""
+    import polars as pl
+
+    return {name: pl.concat([f.with_columns(pl.lit(c).alias("cluster")) for c in clusters])
+            if "cluster" in f.columns else f for name, f in frames.items()}
+
+
+@pytest.mark.parametrize("batch", range(2))
+def test_clusters_with_the_same_names_are_planned_apart(batch: int) -> None:
+    """Several clusters of one fleet (the same stack deployed in each): each cluster gets the
+    single-cluster plan, with ids unique across the plan (and the ones of cluster "c" unchanged),
+    each finding, target and saving its own cluster's, and the savings per cluster adding up."""
+    import random
+
+    from gpuinsight.rules.base import Plan
+
+    per = math.ceil(MULTI / 2)
+    for seed in range(SEED + batch * per, SEED + min(MULTI, (batch + 1) * per)):
+        rf = random_fleet(seed)
+        rng = random.Random(seed)
+        clusters = ["c", *rng.sample(["east", "west", "eu-1", "prod a", "Prod-A"], rng.randint(1, 3))]
+        try:
+            single, _ = evaluate_plan(rf.frames())
+            recs, _ = evaluate_plan(in_clusters(rf.frames(), clusters))
+            ids = [r.id for r in recs]
+            assert len(ids) == len(set(ids)) == len(single) * len(clusters)
+            plan = Plan("plan-multi", datetime.now(UTC), None, (None, None), recs)
+            assert plan.clusters == sorted(clusters) or not single
+            mine = plan.by_cluster()
+            for cluster in clusters:
+                own = mine.get(cluster, [])
+                assert plan_summary(own) == plan_summary(single), cluster
+                assert all(r.target.get("cluster") == cluster for r in own if r.target)
+                assert plan.savings_by_cluster().get(cluster, 0.0) == pytest.approx(
+                    sum(r.monthly_savings_usd for r in single), abs=0.01 * max(1, len(single)))
+            assert sorted(r.id for r in mine.get("c", [])) == sorted(r.id for r in single), "ids are stable"
+            assert sum(plan.savings_by_cluster().values()) == pytest.approx(plan.total_monthly_savings_usd,
+                                                                            abs=0.01 * len(clusters))
+        except AssertionError as exc:
+            raise AssertionError(f"random_fleet({seed}) in clusters {clusters}: {exc}") from exc
+        STATS["multi_cluster_fleets"] += 1
+        STATS["multi_cluster_findings"] += len(recs)
 
 
 def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path) -> None:
@@ -464,6 +658,7 @@ def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path)
             check_gangs(rf, recs)
             check_sizing(rf, recs)
             check_binpack_optimal(rf, recs, ctx)
+            check_shared(rf, recs)
         except AssertionError as exc:
             raise AssertionError(f"scrape_fleet({seed}) spelled {spelling}: {exc}") from exc
         plans[seed].append((str(spelling), plan_summary(recs)))
@@ -482,9 +677,14 @@ def test_the_random_fleets_exercised_every_invariant() -> None:
     print(f"random fleets: {dict(sorted(STATS.items()))}")  # seen with pytest -s
     assert STATS["fleets"] >= 200
     for key, least in (("mig", 20), ("mps", 20), ("timeslice", 20), ("queue", 20), ("pools_checked", 50),
+                       ("mig_per_gpu", 20), ("mig_on_8_gpu_nodes", 10), ("mig_after_evictions", 3),
+                       ("lone_production_mig", 10), ("sharing_hosts_emptied", 3),
                        ("pools_with_release", 10), ("scale_to_zero", 20), ("ray:job_cleanup", 10),
-                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10)):
+                       ("ray:head_gpus", 10), ("ray:worker_min_replicas", 20), ("input_starved", 10), ("topology", 10),
+                       ("fractional_pods", 50)):
         assert STATS[key] >= least, (key, dict(STATS))
+    if MULTI >= 24:  # the multi-cluster batches ran too, with findings to keep apart
+        assert STATS["multi_cluster_fleets"] == MULTI and STATS["multi_cluster_findings"] >= 200, dict(STATS)
     if STATS["scraped_fleets"] >= 16:  # the loaded slice reached idle, consolidation and binpack
         assert STATS["scraped_idle"] and STATS["scraped_binpack"], dict(STATS)
         assert STATS["scraped_mig"] + STATS["scraped_mps"] + STATS["scraped_timeslice"], dict(STATS)

@@ -56,7 +56,8 @@ def test_idle_notebook_found_with_its_cost_and_nothing_else() -> None:
     assert r.evidence["saving_basis"] == "gpus_returned"
     assert r.evidence["claims"] == [{"node": "n1", "usd_per_hour": pytest.approx(H100_GPU, rel=1e-3), "gpus": 1.0,
                                      "node_usd_per_hour": 55.04}]
-    assert r.target == {"kind": "StatefulSet", "name": "jupyter", "namespace": "ns"}
+    assert r.target == {"kind": "StatefulSet", "name": "jupyter", "namespace": "ns", "cluster": "c"}
+    assert r.cluster == "c" and r.to_dict()["cluster"] == "c"
 
 
 def test_idle_pod_alone_on_a_node_is_claimed_once() -> None:
@@ -141,7 +142,11 @@ def test_lone_production_candidate_shares_a_mig_gpu_with_other_work() -> None:
     recs = evaluate_rules(f.frames())
     assert sorted(r.rule for r in recs) == ["mig", "mig", "mig"]
     ranker = next(r for r in recs if r.workload == "ranker")
-    assert ranker.proposed["node_mig_config"] in ("all-1g.10gb", "all-balanced")
+    # the node's own mig-parted config: its one GPU partitioned for the three
+    assert ranker.proposed["node_layout"] == [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 3}}]
+    assert {r.proposed["node_mig_config"] for r in recs} == {ranker.proposed["node_mig_config"]}
+    # the GPU repartitioned is a dev one's (stopped first): a production service is stopped last
+    assert [s["namespace"] for s in ranker.proposed["stop_first"]] == ["dev"]
     assert set(ranker.proposed["group"]) == {"dev/dev-a", "dev/dev-b"}
     assert sum(r.proposed["gpus_freed"] for r in recs) == pytest.approx(2, abs=0.01)
     assert sum(r.monthly_savings_usd for r in recs) == pytest.approx(2 * 6.88 * 730, rel=1e-3)
@@ -154,7 +159,8 @@ def test_seven_small_services_share_one_mig_gpu() -> None:
     assert len(only(recs, "mig")) == 7
     assert sum(r.proposed["gpus_freed"] for r in recs) == pytest.approx(6, abs=0.01)
     hosts = {r.proposed["node"] for r in recs}
-    assert len(hosts) == 1 and {r.proposed["node_mig_config"] for r in recs} == {"all-1g.10gb"}
+    assert len(hosts) == 1 and len({r.proposed["node_mig_config"] for r in recs}) == 1
+    assert recs[0].proposed["node_layout"] == [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
     for r in recs:  # every slice holds the observed maximum plus headroom
         assert r.evidence["slice_usable_mib"] >= 1.05 * 7000
 
@@ -244,7 +250,7 @@ def test_binpack_frees_a_node_moving_the_gang_whole() -> None:
     assert r.evidence["saving_basis"] == "nodes_released" and r.evidence["plan_is_optimal"] is True
     assert r.evidence["nodes_released"] == [{"node": "n2", "node_usd_per_hour": 55.04, "saving_usd_per_hour": 55.04,
                                              "gpus": 8.0}]
-    assert r.target == {"nodes": ["n2"], "kind": "NodeSet", "pool": "pool-a"}
+    assert r.target == {"nodes": ["n2"], "kind": "NodeSet", "pool": "pool-a", "cluster": "c"}
 
 
 def test_binpack_plans_around_a_spread_gang_and_never_splits_it() -> None:

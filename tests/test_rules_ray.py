@@ -108,7 +108,7 @@ def test_finished_job_whose_cluster_lives_on() -> None:
     assert r.proposed["change"] == "job_cleanup" and r.proposed["shutdown_after_finish"] is True
     assert r.proposed["ttl_after_finish_s"] == 300 and r.target == {
         "kind": "RayJob", "name": "embed", "namespace": NS, "ray_cluster": "embed-x7k2p", "group": None,
-        "group_index": None}
+        "group_index": None, "cluster": "c"}
     # from 04:00 on (the TTL ends at 03:25, inside the hour already excluded): 44 h of 2 of the 4 GPUs
     assert r.evidence["hours_held_after_end"] == 44 and r.evidence["hours_kept_by_proposed_ttl"] == 0
     assert r.monthly_savings_usd == pytest.approx(4.6016 / 2 * 44 / 48 * 730, rel=1e-3)

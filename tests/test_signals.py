@@ -107,7 +107,7 @@ def test_a_volcano_jobs_cpu_patch_names_each_task_and_container_it_changes() -> 
                task("worker", [{"name": "c", "image": "i", "resources": gpu()},
                                {"name": "loader", "image": "i", "resources": gpu()}]),
                task("chief", [{"name": "c", "image": "i", "resources": gpu()}])]}}
-    state = ClusterState()
+    state = ClusterState(cluster="c")  # the random fleet's cluster
     state.put(job, "dump")
     actions = build_actions(r, state)
     (patch,) = [a for a in actions if a["type"] == "manifest-patch"]
@@ -276,7 +276,7 @@ def test_hypernodes_take_precedence_and_the_job_gets_a_network_topology() -> Non
     job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "ddp", "namespace": "ns"},
            "spec": {"minAvailable": 2, "queue": "ml", "tasks": [{"name": "worker", "replicas": 2, "template": {
                "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}}]}}
-    state = ClusterState()
+    state = ClusterState(cluster="c")  # the random fleet's cluster
     state.put(job, "dump")
     (action,) = build_actions(r, state)
     assert action["type"] == "manifest-patch"
@@ -292,7 +292,7 @@ def test_label_domains_become_a_pod_affinity_on_every_task_template() -> None:
                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}},
                    "containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}}]}}
-    state = ClusterState()
+    state = ClusterState(cluster="c")  # the random fleet's cluster
     state.put(job, "dump")
     (action,) = build_actions(r, state)
     after = json_patch(job, action["patch"])

@@ -5,20 +5,34 @@ it observed, check every API is served, dry-run everything (``dryRun=All``), the
 order (config, node pools, labels, workloads, scale-down, cordon, drain), stopping at the first
 error. Every action gets an ``applied_actions`` row with the object's previous state.
 ``rollback`` restores those previous states in reverse order.
+
+A plan of several clusters is applied in one pass, each action through the context of the
+cluster it names (``kube`` is {cluster: Kube}; one Kube stands for a plan whose changes are all
+in one cluster); a change in a cluster with no context is refused before anything is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gpuinsight.actions import audit, model
 from gpuinsight.actions.audit import ApplyResult, Step
 from gpuinsight.actions.builders import ordered_actions
+from gpuinsight.actions.clusters import action_cluster, per_cluster, require
 from gpuinsight.actions.eks import Eks, describe_for_audit
 from gpuinsight.actions.kube import Kube, MissingApi
-from gpuinsight.actions.patching import get, norm, restore_ops, snapshot_fields, strip_server_fields
+from gpuinsight.actions.patching import (
+    PatchError,
+    get,
+    json_patch,
+    norm,
+    restore_ops,
+    snapshot_fields,
+    strip_server_fields,
+)
 from gpuinsight.actions.planio import FUTURE_SKEW, validate_plan
 from gpuinsight.actions.redact import MARK, contains_mark, redact, redact_fields
 from gpuinsight.actions.refs import Ref, kind_info
@@ -29,6 +43,11 @@ if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
 ROLLBACK_MANAGER = "gpuinsight-rollback"
+# How long a step waits for what must happen before it: pods evicted from a node to be
+# repartitioned (their termination grace period, 30 s by default, with room for slow ones), and
+# mig-manager's repartition (it stops the GPU Operator's pods, reconfigures, restarts them:
+# minutes; a reboot with WITH_REBOOT takes longer). Checked every POLL_S seconds.
+POD_WAIT_S, LABEL_WAIT_S, POLL_S = 900.0, 3600.0, 5.0
 
 
 class ApplyFailed(RuntimeFailure):
@@ -75,36 +94,54 @@ def _pods(action: dict[str, Any]) -> list[Ref]:
 
 # -- one action at a time ----------------------------------------------------------------------
 class _Runner:
-    def __init__(self, kube: Kube | None, eks: Eks | None, strict: bool) -> None:
-        self.kube, self.eks, self.strict = kube, eks, strict
+    """Carries out actions, each through the Kubernetes context of the cluster it names."""
 
-    def need_kube(self) -> Kube:
-        if self.kube is None:
+    def __init__(self, kubes: dict[str, Kube], eks: Eks | Mapping[str, Eks] | None, strict: bool) -> None:
+        self.kubes, self.eks, self.strict = kubes, eks, strict
+
+    @classmethod
+    def for_actions(cls, actions: list[dict[str, Any]], kube: Kube | Mapping[str, Kube] | None,
+                    eks: Eks | Mapping[str, Eks] | None, strict: bool) -> _Runner:
+        """A runner for ``actions``: every cluster they change has a context (else BadInput)."""
+        clusters = {action_cluster(a) for a in actions if a["type"] != "aws-eks"}
+        if clusters and kube is None:
             raise BadInput("the plan changes Kubernetes objects: a cluster connection (--context) is needed")
-        return self.kube
+        runner = cls(per_cluster(kube, clusters, what="kube context", flag="--context"), eks, strict)
+        for action in actions:
+            if action["type"] == "aws-eks":
+                runner.need_eks(action)
+            else:
+                runner.need_kube(action)
+        return runner
 
-    def need_eks(self) -> Eks:
-        if self.eks is None:
+    def need_kube(self, action: dict[str, Any]) -> Kube:
+        return require(self.kubes, action_cluster(action), what="kube context", flag="--context")
+
+    def need_eks(self, action: dict[str, Any]) -> Eks:
+        eks = self.eks
+        if isinstance(eks, Mapping):  # a region's client per cluster; one client serves any
+            eks = eks.get(action_cluster(action))
+        if eks is None:
             raise BadInput("the plan calls the EKS API: an EKS client (AWS region and credentials) is needed")
-        return self.eks
+        return eks
 
     def current(self, action: dict[str, Any]) -> Any:
         """The state the action changes, as it is now (the audit's ``previous``)."""
         kind = action["type"]
         if kind == "aws-eks":
-            return describe_for_audit(self.need_eks().current(action))
+            return describe_for_audit(self.need_eks(action).current(action))
         if kind == "drain":
-            kube = self.need_kube()
+            kube = self.need_kube(action)
             return [{"namespace": r.namespace, "name": r.name, "node": get(kube.get(r), "/spec/nodeName")}
                     for r in _pods(action)]
         ref = model.action_ref(action)
         assert ref is not None
-        return strip_server_fields(self.need_kube().get(ref))
+        return strip_server_fields(self.need_kube(action).get(ref))
 
     def drift(self, action: dict[str, Any], now: Any) -> str | None:
         kind = action["type"]
         if kind == "aws-eks":
-            return self.need_eks().drift(action, now)
+            return self.need_eks(action).drift(action, now)
         if kind == "drain":
             nodes = set(action.get("nodes") or [action.get("node")])
             for pod in now:
@@ -117,9 +154,9 @@ class _Runner:
 
     def preflight(self, action: dict[str, Any]) -> None:
         if action["type"] == "aws-eks":
-            self.need_eks()
+            self.need_eks(action)
             return
-        kube = self.need_kube()
+        kube = self.need_kube(action)
         ref = model.action_ref(action)
         info = ref.info if ref else kind_info("Pod")
         sub = "eviction" if action["type"] == "drain" else None
@@ -127,14 +164,42 @@ class _Runner:
             what = f"{info.api_version} {info.plural}{'/' + sub if sub else ''}"
             raise MissingApi(f"{action['target']}: {what} is not served by this cluster (CRD not installed?)", 404)
 
+    def wait_before(self, action: dict[str, Any]) -> None:
+        """What must hold before the action is applied: the pods a repartition needs gone are
+        gone from the node; the labels the node must show first (mig-manager's success) are there.
+        A failure (a pod still running, ``nvidia.com/mig.config.state=failed``) stops the apply."""
+        kube = self.need_kube(action)
+        node = str(action.get("node"))
+        deadline = time.monotonic() + (POD_WAIT_S if action.get("wait_for_pods_gone") else LABEL_WAIT_S)
+        while True:
+            if action.get("wait_for_pods_gone"):
+                left = [f"{p['namespace']}/{p['name']}" for p in action["wait_for_pods_gone"]
+                        if get(kube.get(Ref("Pod", p["namespace"], p["name"])), "/spec/nodeName") == node]
+                if not left:
+                    return
+                why = f"pods {', '.join(left)} still run on {node}"
+            else:
+                labels = get(kube.get(Ref("Node", None, node)), "/metadata/labels") or {}
+                wanted = action.get("wait_for_label") or {}
+                if all(labels.get(k) == v for k, v in wanted.items()):
+                    return
+                if any(labels.get(k) == "failed" for k in wanted):
+                    raise RuntimeFailure(f"{action['target']}: {', '.join(f'{k}=failed' for k in wanted)}: the "
+                                         f"reconfiguration failed (see the mig-manager pod's log on {node}); the node "
+                                         f"stays cordoned")
+                why = f"{node} does not show {wanted} yet"
+            if time.monotonic() >= deadline:
+                raise RuntimeFailure(f"{action['target']}: gave up waiting: {why}")
+            time.sleep(POLL_S)
+
     def run(self, action: dict[str, Any], *, dry_run: bool, resource_version: str | None = None) -> dict[str, Any]:
         """Carry out one action. ``resource_version`` (of the object as just read) makes the write
         conditional: an object changed since is a 409 conflict, not a silent overwrite."""
         kind = action["type"]
         if kind == "aws-eks":
-            eks = self.need_eks()
+            eks = self.need_eks(action)
             return {"args": eks.dry_run(action)} if dry_run else redact(eks.apply(action))
-        kube = self.need_kube()
+        kube = self.need_kube(action)
         if kind == "drain":
             for ref in _pods(action):
                 kube.evict(ref.namespace or "", ref.name, dry_run=dry_run)
@@ -177,12 +242,15 @@ def _after(action: dict[str, Any], obj: Any) -> dict[str, Any] | None:
 
 
 # -- apply -------------------------------------------------------------------------------------
-def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None = None,
+def apply_plan(plan: Plan, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse, *,
+               eks: Eks | Mapping[str, Eks] | None = None,
                max_age: timedelta = timedelta(hours=24), only: Iterable[str] | None = None,
                strict: bool = False, now: datetime | None = None) -> ApplyResult:
     """Apply ``plan`` (its recommendations' actions; ``only`` limits it to some recommendation ids).
 
-    Raises BadInput for an invalid, refused or stale plan, ApplyFailed (exit 1) when drift, the
+    ``kube`` is the Kubernetes client of each cluster the actions change ({cluster: Kube}, or
+    one Kube when they are all in one cluster); ``eks`` one EKS client or one per cluster.
+    Raises BadInput for an invalid, refused or stale plan or a cluster with no client, ApplyFailed (exit 1) when drift, the
     dry run or the apply stops it; what was applied before a failure stays recorded for rollback.
     """
     validate_plan(plan)
@@ -207,11 +275,7 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
                        f"{plan.plan_id})")
     if not actions:
         return result
-    runner = _Runner(kube, eks, strict)
-    if any(a["type"] == "aws-eks" for a in actions):
-        runner.need_eks()
-    if any(a["type"] != "aws-eks" for a in actions):
-        runner.need_kube()
+    runner = _Runner.for_actions(actions, kube, eks, strict)
     audit.save_recommendations(wh, plan)
     base = audit.next_seq(wh, plan.plan_id)
     seqs = [base + i for i in range(len(actions))]
@@ -249,6 +313,8 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
     # 4. apply, recording each change as it happens
     for i, action in enumerate(actions):
         try:
+            if action.get("wait_for_pods_gone") or action.get("wait_for_label"):
+                runner.wait_before(action)  # before the object is read: waiting changes it (labels)
             prev = runner.current(action)
             rv = get(prev, "/metadata/resourceVersion") if isinstance(prev, dict) else None
             applied = runner.run(action, dry_run=False, resource_version=rv)
@@ -262,23 +328,35 @@ def apply_plan(plan: Plan, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
 
 
 # -- rollback ----------------------------------------------------------------------------------
-def rollback(plan_id: str, kube: Kube | None, wh: Warehouse, *, eks: Eks | None = None,
-             force: bool = False) -> ApplyResult:
+def rollback(plan_id: str, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse, *,
+             eks: Eks | Mapping[str, Eks] | None = None, force: bool = False) -> ApplyResult:
     """Restore what ``apply_plan`` changed for ``plan_id``, newest first; stop at the first error.
 
-    A field changed again after the apply is not overwritten unless ``force``.
+    Each change is restored through the client of the cluster it was applied to (``kube`` as
+    for :func:`apply_plan`). A field changed again after the apply is not overwritten unless
+    ``force``.
     """
     rows = [r for r in reversed(audit.rows(wh, plan_id, ("applied",)))]
     if not rows:
         done = audit.rows(wh, plan_id)
         raise NotFound(f"plan {plan_id}: nothing applied to roll back"
                        + (f" ({len(done)} recorded action(s), none in state applied)" if done else ""))
-    runner = _Runner(kube, eks, False)
+    runner = _Runner.for_actions([r["applied"]["action"] for r in rows], kube, eks, False)
     result = ApplyResult(plan_id)
     steps = []
+    # an object as the newer restores leave it (a cordon undone by an uncordon of the same plan is
+    # checked against what undoing the uncordon restores, not against the live object)
+    restored: dict[str, dict[str, Any] | None] = {}
     for row in rows:
         action, prev = row["applied"]["action"], row["previous"]
-        steps.append((row, action, prev, _restore_plan(runner, action, prev, row["applied"].get("after"), force)))
+        todo = _restore_plan(runner, action, prev, row["applied"].get("after"), force, restored)
+        steps.append((row, action, prev, todo))
+        if todo.get("patch") is not None:
+            key = f"{action_cluster(action)}/{todo['ref'].key}"
+            try:
+                restored[key] = json_patch(todo["live"] or {}, todo["patch"])
+            except PatchError:
+                restored.pop(key, None)
     for row, action, _prev, todo in steps:  # dry run of every restore first
         try:
             _restore(runner, action, todo, dry_run=True)
@@ -298,13 +376,14 @@ def rollback(plan_id: str, kube: Kube | None, wh: Warehouse, *, eks: Eks | None 
 
 
 def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any,
-                  force: bool) -> dict[str, Any]:
+                  force: bool, restored: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
     kind = action["type"]
     if kind in ("drain", "aws-eks"):
         return {"previous": prev}
     ref = model.action_ref(action)
     assert ref is not None
-    live = runner.need_kube().get(ref)
+    key = f"{action_cluster(action)}/{ref.key}"
+    live = (restored or {}).get(key) if key in (restored or {}) else runner.need_kube(action).get(ref)
     if isinstance(prev, dict) and "fields" not in prev:  # a row written before audits kept fields only
         after = after or _after(action, prev)
         prev = snapshot(action, prev)
@@ -320,7 +399,7 @@ def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any
         raise ApplyFailed(f"rollback refused: the recorded state of {action['target']} has {MARK} values "
                           f"(secrets are never stored); restore it by hand", ApplyResult(""))
     ops = [op for op in action.get("patch") or [] if op.get("op") == "test" and op["path"].endswith("/name")]
-    return {"patch": ops + restore_ops(prev, live or {}), "ref": ref}
+    return {"patch": ops + restore_ops(prev, live or {}), "ref": ref, "live": live}
 
 
 def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, dry_run: bool) -> str:
@@ -328,8 +407,8 @@ def _restore(runner: _Runner, action: dict[str, Any], todo: dict[str, Any], *, d
     if kind == "drain":
         return "evicted pods are recreated by their controllers; evictions cannot be undone"
     if kind == "aws-eks":
-        return "dry run ok" if dry_run else runner.need_eks().revert(action, todo["previous"])
-    kube = runner.need_kube()
+        return "dry run ok" if dry_run else runner.need_eks(action).revert(action, todo["previous"])
+    kube = runner.need_kube(action)
     if "delete" in todo:
         if todo["exists"]:
             kube.delete(todo["delete"], dry_run=dry_run)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 # Statuses: dry-run-ok (checked, not yet applied), applied, failed, dry-run-failed, not-applied
 # (the apply stopped before it), refused (drift), rolled-back, irreversible (evictions).
-OPERATIONS = {"k8s-apply": "apply", "k8s-label": "label", "k8s-patch": "patch", "cordon": "cordon",
+OPERATIONS = {"k8s-apply": "apply", "k8s-label": "label", "k8s-patch": "patch", "cordon": "cordon", "uncordon": "uncordon",
               "drain": "drain"}
 
 

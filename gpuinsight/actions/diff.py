@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
+from gpuinsight.actions.clusters import States, state_for, state_map
 from gpuinsight.actions.patching import PatchError, get, has, tokens
 from gpuinsight.actions.redact import one_line, redact
 from gpuinsight.actions.refs import Ref
@@ -100,22 +101,30 @@ def diff_action(action: dict[str, Any], state: ClusterState) -> list[str]:
     return [*prefix, *("  " + line for line in lines)]
 
 
-def diff_plan(plan: Plan, state: ClusterState) -> str:
-    """Every recommendation with its actions, each as a diff against ``state``."""
+def diff_plan(plan: Plan, state: States) -> str:
+    """Every recommendation with its actions, each as a diff against its cluster's state (a single
+    :class:`ClusterState` for a plan of one cluster, else {cluster: state}); with several
+    clusters each recommendation names its own."""
+    several = len({r.cluster for r in plan.recommendations}) > 1
     out = [f"plan {plan.plan_id}: {len(plan.recommendations)} recommendation(s), "
            f"${plan.total_monthly_savings_usd:,.2f}/month"]
+    if several:
+        out[0] += " (" + ", ".join(f"{one_line(c)} ${v:,.2f}" for c, v in plan.savings_by_cluster().items()) + ")"
     for rec in plan.recommendations:
+        own = state_for(state, rec.cluster) or ClusterState(cluster=rec.cluster)
         out.append("")
-        out.append(f"# {rec.id} [{rec.rule}] {one_line(rec.title)} (${rec.monthly_savings_usd:,.2f}/month)")
+        where = f" cluster {one_line(rec.cluster)}:" if several else ""
+        out.append(f"# {rec.id} [{rec.rule}]{where} {one_line(rec.title)} (${rec.monthly_savings_usd:,.2f}/month)")
         if not rec.actions:
             out.append("  (no actions built)")
         for action in rec.actions:
             if action.get("type") in ("note", "refused"):
-                out.extend(line.replace("  ", "- ", 1) for line in diff_action(action, state))
+                out.extend(line.replace("  ", "- ", 1) for line in diff_action(action, own))
                 continue
             out.append(f"- {action.get('phase', '')}: {one_line(action.get('description', action.get('type')))}")
-            out.extend(diff_action(action, state))
-    if state.notes:
+            out.extend(diff_action(action, own))
+    notes = [n for st in state_map(state).values() for n in st.notes]
+    if notes:
         out.append("")
-        out += [f"note: {one_line(n)}" for n in state.notes]
+        out += [f"note: {one_line(n)}" for n in notes]
     return "\n".join(out)

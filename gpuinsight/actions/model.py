@@ -16,11 +16,19 @@ manifest-patch a JSON patch for the workload's manifest, NOT applied to the clus
                object refuses the change (a Volcano Job's spec is immutable), so it goes into
                the manifest the workload is next submitted from
 cordon         mark ``node`` unschedulable (server-side apply of spec.unschedulable)
+uncordon       mark ``node`` schedulable again, once its ``wait_for_label`` labels have their values
+               (a node repartitioned by mig-manager: ``nvidia.com/mig.config.state=success``)
 drain          evict ``pods`` ([{namespace, name}]) together; ``gang`` names their PodGroup
 aws-eks        boto3 EKS ``call`` with ``args`` (create_nodegroup, update_nodegroup_config)
 note           nothing is applied; ``message`` says what a person should do
 refused        the builder refused the recommendation (``message`` names the field)
 =============  ==========================================================================
+
+A ``k8s-label`` may carry ``wait_for_pods_gone`` ([{namespace, name}]): it is applied only once
+those pods no longer run on the node (the pods a repartition needs gone, evicted just before).
+A node that gets GPUs shared goes through the phases ``host-cordon``, ``host-drain``, ``label``,
+``uncordon`` before the workloads move in (``workload``); binpack's ``cordon`` and ``drain`` come
+after the workload changes.
 """
 
 from __future__ import annotations
@@ -39,12 +47,13 @@ from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput
 
 FIELD_MANAGER = "gpuinsight"
-PHASES = ("config", "node-pool", "label", "workload", "scale-down", "cordon", "drain", "note")
-ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "drain", "aws-eks", "note", "refused",
+PHASES = ("config", "node-pool", "host-cordon", "host-drain", "label", "uncordon", "workload", "scale-down",
+          "cordon", "drain", "note")
+ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "uncordon", "drain", "aws-eks", "note", "refused",
                 "manifest-patch")
 # Kinds of action that change nothing: shown and emitted, skipped by apply.
 INERT_TYPES = ("note", "refused", "manifest-patch")
-K8S_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon")
+K8S_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "uncordon")
 EKS_CALLS = ("create_nodegroup", "update_nodegroup_config")
 
 
@@ -58,7 +67,7 @@ def phase_index(action: dict[str, Any]) -> int:
 
 
 def action_ref(action: dict[str, Any]) -> Ref | None:
-    if action.get("type") in ("k8s-label", "cordon"):
+    if action.get("type") in ("k8s-label", "cordon", "uncordon"):
         return Ref("Node", None, str(action["node"]))
     if action.get("type") in ("k8s-apply", "k8s-patch", "manifest-patch"):
         return Ref.from_dict(action["ref"])
@@ -73,9 +82,9 @@ def apply_config(action: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "k8s-label":
         return {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": action["node"], "labels": dict(action["labels"])}}
-    if kind == "cordon":
+    if kind in ("cordon", "uncordon"):
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": action["node"]},
-                "spec": {"unschedulable": True}}
+                "spec": {"unschedulable": kind == "cordon"}}
     return None
 
 
@@ -126,18 +135,32 @@ def k8s_patch(ref: Ref, ops: list[dict[str, Any]], phase: str, description: str,
             "description": description, "patch_type": "json", "patch": ops, "observed": observed}
 
 
-def label(node: str, labels: dict[str, str], description: str, observed: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "k8s-label", "phase": "label", "target": f"Node/{node}", "node": node,
-            "labels": labels, "description": description, "observed": observed}
+def label(node: str, labels: dict[str, str], description: str, observed: dict[str, Any], *,
+          wait_for_pods_gone: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    action = {"type": "k8s-label", "phase": "label", "target": f"Node/{node}", "node": node,
+              "labels": labels, "description": description, "observed": observed}
+    if wait_for_pods_gone:
+        action["wait_for_pods_gone"] = wait_for_pods_gone
+    return action
 
 
-def cordon(node: str, observed: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "cordon", "phase": "cordon", "target": f"Node/{node}", "node": node,
-            "description": f"cordon {node} (no new pods)", "observed": observed}
+def cordon(node: str, observed: dict[str, Any], *, phase: str = "cordon", why: str = "no new pods") -> dict[str, Any]:
+    return {"type": "cordon", "phase": phase, "target": f"Node/{node}", "node": node,
+            "description": f"cordon {node} ({why})", "observed": observed}
 
 
-def drain(nodes: list[str], pods: list[dict[str, str]], gang: str | None, description: str) -> dict[str, Any]:
-    return {"type": "drain", "phase": "drain", "target": "Node/" + ",".join(nodes), "node": nodes[0],
+def uncordon(node: str, observed: dict[str, Any], description: str, *,
+             wait_for_label: dict[str, str] | None = None) -> dict[str, Any]:
+    action = {"type": "uncordon", "phase": "uncordon", "target": f"Node/{node}", "node": node,
+              "description": description, "observed": observed}
+    if wait_for_label:
+        action["wait_for_label"] = wait_for_label
+    return action
+
+
+def drain(nodes: list[str], pods: list[dict[str, str]], gang: str | None, description: str, *,
+          phase: str = "drain") -> dict[str, Any]:
+    return {"type": "drain", "phase": phase, "target": "Node/" + ",".join(nodes), "node": nodes[0],
             "nodes": nodes, "pods": pods, "gang": gang, "description": description}
 
 

@@ -1,8 +1,9 @@
 """The rules engine's hook: attach actions to a fresh plan from what the warehouse knows.
 
-No cluster is contacted. Workload specs are not in the warehouse, so workload edits that need
-container names fall back to guarded patches; ``recommend --apply`` rebuilds every action from
-live objects first (:func:`gpuinsight.actions.prepare_plan`).
+No cluster is contacted. Each finding's actions are built from its own cluster's rows. Workload
+specs are not in the warehouse, so workload edits that need container names fall back to
+guarded patches; ``recommend --apply`` rebuilds every action from live objects first
+(:func:`gpuinsight.actions.prepare_plan`).
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
 
 
-def warehouse_cluster(wh: Warehouse, cluster: str | None = None) -> str:
-    """The cluster to read: the one given, else the only one the warehouse has, else ``default``."""
-    if cluster:
-        return cluster
-    names = sorted(r[0] for r in wh.sql("SELECT DISTINCT cluster FROM nodes").rows())
-    if len(names) == 1:
-        return str(names[0])
-    return "default" if "default" in names or not names else str(names[0])
+def warehouse_states(wh: Warehouse, clusters: list[str]) -> dict[str, ClusterState]:
+    """What the warehouse recorded of each of ``clusters``."""
+    return {c: ClusterState.from_warehouse(wh, c) for c in sorted(set(clusters))}
 
 
-def actions_for_plan(wh: Warehouse, plan: Plan, cluster: str | None = None) -> ClusterState:
-    state = ClusterState.from_warehouse(wh, warehouse_cluster(wh, cluster))
-    attach_actions(plan, state)
-    return state
+def actions_for_plan(wh: Warehouse, plan: Plan) -> dict[str, ClusterState]:
+    states = warehouse_states(wh, [r.cluster for r in plan.recommendations])
+    attach_actions(plan, states)
+    return states

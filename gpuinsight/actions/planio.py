@@ -1,13 +1,15 @@
 """Plans as files: write, read back, validate, sign.
 
-A plan file is ``{"plan_id", "created_at", "catalog", "window", "notes", "recommendations": [...]}``;
+A plan file is ``{"plan_id", "created_at", "catalog", "window", "notes", "clusters", "recommendations": [...]}``;
 a bare recommendation array (``recommend --format json``) is accepted when the caller supplies
 ``plan_id`` and ``created_at``. A plan file is input a person may have edited, so every field is
 checked before anything uses it and a bad one is refused naming it (``recommendations[2].actions[0]
 .node: ...``): ids match ``^[a-z0-9-]+$`` (a plan id made before ids were lower case, ``plan-20261130T222252Z``,
 is still read),
 names are Kubernetes names, numbers are finite, times are ISO-8601 and not in the future, unknown
-fields are refused, and every action has the structure its type needs.
+fields are refused, and every action has the structure its type needs. Every recommendation names
+its ``cluster``, and its target and actions name the same one (a plan's ``clusters`` lists every
+cluster it judged, so each recommendation's is among them).
 
 What a rule's own ``proposed``/``target`` must hold is checked at one call point,
 :func:`check_rule_fields`, against the schemas each rule registers with its finding kinds
@@ -32,7 +34,7 @@ from gpuinsight.actions.model import ACTION_TYPES, EKS_CALLS, PHASES
 from gpuinsight.actions.refs import KINDS
 from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
-from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, show
+from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, cluster_name, show
 from gpuinsight.rules.typed import resource_list as check_resource_list
 from gpuinsight.textfile import decode_utf8
 
@@ -51,12 +53,12 @@ MAX_TEXT = 4000            # titles, descriptions, messages
 MAX_PLAN_BYTES = 64 << 20  # a plan of thousands of findings is a few MB
 FUTURE_SKEW = timedelta(minutes=5)  # clocks of the reviewing and the applying machine may differ
 
-PLAN_KEYS = ("plan_id", "created_at", "catalog", "window", "notes", "recommendations")
-REC_KEYS = ("id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
+PLAN_KEYS = ("plan_id", "created_at", "catalog", "window", "notes", "clusters", "recommendations")
+REC_KEYS = ("id", "rule", "cluster", "namespace", "workload", "node", "queue", "title", "current", "proposed",
             "monthly_savings_usd", "confidence", "evidence", "actions", "target")
-ACTION_KEYS = {"type", "phase", "target", "description", "recommendation", "ref", "object", "observed",
+ACTION_KEYS = {"type", "phase", "target", "description", "recommendation", "cluster", "ref", "object", "observed",
                "patch_type", "patch", "node", "nodes", "labels", "pods", "gang", "call", "args", "copy_from",
-               "message"}
+               "message", "wait_for_pods_gone", "wait_for_label"}
 OBSERVED_KEYS = {"exists", "source", "resourceVersion", "generation", "fields", "scalingConfig"}
 
 
@@ -239,7 +241,17 @@ def _patch(ops: Any, where: str) -> None:
             raise _bad(f"{w}.value", "missing")
 
 
-def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
+def _pod_list(pods: Any, where: str) -> None:
+    if not isinstance(pods, list) or not pods:
+        raise _bad(where, "a non-empty list of {namespace, name}")
+    for i, pod in enumerate(pods):
+        pod = _object(pod, f"{where}[{i}]")
+        _keys(pod, ("namespace", "name"), f"{where}[{i}]")
+        _namespace(pod.get("namespace"), f"{where}[{i}].namespace")
+        _name(pod.get("name"), f"{where}[{i}].name")
+
+
+def check_action(action: Any, where: str, rec_id: str | None = None, cluster: str | None = None) -> None:
     if not isinstance(action, dict) or action.get("type") not in ACTION_TYPES:
         got = action.get("type") if isinstance(action, dict) else action
         raise _bad(f"{where}.type", f"{show(got)} is not one of {', '.join(ACTION_TYPES)}")
@@ -252,6 +264,10 @@ def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
             _text(action[key], f"{where}.{key}")
     if "recommendation" in action and rec_id is not None and action["recommendation"] != rec_id:
         raise _bad(f"{where}.recommendation", f"{show(action['recommendation'])} is not this recommendation's id")
+    if cluster is not None and action.get("cluster") != cluster:
+        # apply picks the context by it: an action of another (or no) cluster is never carried out
+        raise _bad(f"{where}.cluster", f"{show(action.get('cluster'))} is not this recommendation's cluster "
+                                       f"{show(cluster)}")
     if "observed" in action and kind != "aws-eks":
         _observed(action["observed"], f"{where}.observed")
     if kind == "k8s-apply":
@@ -269,17 +285,17 @@ def check_action(action: Any, where: str, rec_id: str | None = None) -> None:
         if not isinstance(labels, dict) or not labels:
             raise _bad(f"{where}.labels", "a non-empty {key: value} map")
         check_labels(labels, f"{where}.labels")
-    elif kind == "cordon":
+        if "wait_for_pods_gone" in action:
+            _pod_list(action["wait_for_pods_gone"], f"{where}.wait_for_pods_gone")
+    elif kind in ("cordon", "uncordon"):
         _name(action.get("node"), f"{where}.node")
+        if "wait_for_label" in action:
+            wait = action["wait_for_label"]
+            if not isinstance(wait, dict) or not wait:
+                raise _bad(f"{where}.wait_for_label", "a non-empty {key: value} map")
+            check_labels(wait, f"{where}.wait_for_label")
     elif kind == "drain":
-        pods = action.get("pods")
-        if not isinstance(pods, list) or not pods:
-            raise _bad(f"{where}.pods", "a non-empty list of {namespace, name}")
-        for i, pod in enumerate(pods):
-            pod = _object(pod, f"{where}.pods[{i}]")
-            _keys(pod, ("namespace", "name"), f"{where}.pods[{i}]")
-            _namespace(pod.get("namespace"), f"{where}.pods[{i}].namespace")
-            _name(pod.get("name"), f"{where}.pods[{i}].name")
+        _pod_list(action.get("pods"), f"{where}.pods")
         nodes = action.get("nodes", [])
         if not isinstance(nodes, list):
             raise _bad(f"{where}.nodes", "a list of node names")
@@ -309,6 +325,9 @@ def check_recommendation(data: Any, where: str) -> None:
         raise _bad(f"{where}.rule", f"unknown rule {show(data.get('rule'))} (one of {', '.join(RULE_NAMES)})")
     if "id" in data:
         _str(data["id"], f"{where}.id", REC_ID, 128)
+    if "cluster" not in data:
+        raise _bad(f"{where}.cluster", "missing (the cluster the finding is about)")
+    cluster_name(data["cluster"], f"{where}.cluster")
     _opt_str(data.get("namespace"), f"{where}.namespace", DNS_LABEL, 63)
     for key in ("workload", "node", "queue"):
         _opt_str(data.get(key), f"{where}.{key}", DNS_NAME, 253)
@@ -323,11 +342,24 @@ def check_recommendation(data: Any, where: str) -> None:
     if "confidence" in data:
         _number(data["confidence"], f"{where}.confidence", 0.0, 1.0)
     check_rule_fields(data, where)
+    _same_cluster(data.get("target"), data["cluster"], f"{where}.target")
     actions = data.get("actions") or []
     if not isinstance(actions, list):
         raise _bad(f"{where}.actions", "not a list")
     for i, action in enumerate(actions):
-        check_action(action, f"{where}.actions[{i}]", data.get("id"))
+        check_action(action, f"{where}.actions[{i}]", data.get("id"), data["cluster"])
+
+
+def _same_cluster(value: Any, cluster: str, where: str) -> None:
+    """Every ``cluster`` inside a target (its own, a shared group's members') is the finding's."""
+    if isinstance(value, dict):
+        if "cluster" in value and value["cluster"] != cluster:
+            raise _bad(f"{where}.cluster", f"{show(value['cluster'])} is not the finding's cluster {show(cluster)}")
+        for key, item in value.items():
+            _same_cluster(item, cluster, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _same_cluster(item, cluster, f"{where}[{i}]")
 
 
 def check_plan_id(value: Any, where: str) -> str:
@@ -341,18 +373,35 @@ def check_plan_id(value: Any, where: str) -> str:
 def validate_plan(plan: Plan) -> None:
     """Check a plan held in memory (the same checks as a loaded file)."""
     check_plan_id(plan.plan_id, "plan_id")
+    clusters = _clusters(plan.clusters, "clusters")
     seen: set[str] = set()
     for i, rec in enumerate(plan.recommendations):
         check_recommendation(rec.to_dict(), f"recommendations[{i}]")
         if rec.id in seen:
             raise _bad(f"recommendations[{i}].id", f"{rec.id!r} appears twice")
         seen.add(rec.id)
+        _in_clusters(rec.cluster, clusters, f"recommendations[{i}].cluster")
+
+
+def _clusters(value: Any, where: str) -> set[str]:
+    if not isinstance(value, list):
+        raise _bad(where, "a list of cluster names")
+    for i, name in enumerate(value):
+        cluster_name(name, f"{where}[{i}]")
+    if len(set(value)) != len(value):
+        raise _bad(where, "a cluster appears twice")
+    return set(value)
+
+
+def _in_clusters(cluster: str, clusters: set[str], where: str) -> None:
+    if clusters and cluster not in clusters:
+        raise _bad(where, f"{show(cluster)} is not one of the plan's clusters ({', '.join(sorted(clusters))})")
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     return {"plan_id": plan.plan_id, "created_at": plan.created_at.isoformat(), "catalog": plan.catalog,
             "window": [w.isoformat() if w else None for w in plan.window], "notes": list(plan.notes),
-            "recommendations": plan.to_json_obj()}
+            "clusters": list(plan.clusters), "recommendations": plan.to_json_obj()}
 
 
 def plan_text(plan: Plan) -> str:
@@ -450,19 +499,21 @@ def plan_from_data(data: Any, name: str = "plan", *, plan_id: str | None = None,
         raise _bad(f"{name}: notes", "a list of strings")
     for i, note in enumerate(notes):
         _text(note, f"{name}: notes[{i}]")
+    clusters = _clusters(data.get("clusters") or [], f"{name}: clusters")
     recs_raw = data.get("recommendations")
     if not isinstance(recs_raw, list):
         raise _bad(f"{name}: recommendations", "not a list")
     recs, seen = [], set()
     for i, raw in enumerate(recs_raw):
         check_recommendation(raw, f"{name}: recommendations[{i}]")
+        _in_clusters(raw["cluster"], clusters, f"{name}: recommendations[{i}].cluster")
         rec = Recommendation.from_dict(raw)
         if rec.id in seen:
             raise _bad(f"{name}: recommendations[{i}].id", f"{rec.id!r} appears twice")
         seen.add(rec.id)
         recs.append(rec)
     return Plan(plan_id=str(pid), created_at=created, catalog=data.get("catalog"),
-                window=(bounds[0], bounds[1]), recommendations=recs, notes=list(notes))
+                window=(bounds[0], bounds[1]), recommendations=recs, notes=list(notes), clusters=sorted(clusters))
 
 
 # -- review signature -----------------------------------------------------------------------------

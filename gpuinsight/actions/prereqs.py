@@ -43,12 +43,23 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
     Prerequisite(
         "mig", "MIG: mig-manager must know the layout and expose the slices",
         "The GPU Operator's mig-manager must be enabled (ClusterPolicy `spec.migManager.enabled: true`) and the "
-        "layout named by `nvidia.com/mig.config` must exist in its mig-parted config (the default "
-        "`default-mig-parted-config` has `all-1g.10gb`, `all-balanced` and the like). With "
-        "`spec.mig.strategy: mixed` the slices appear as `nvidia.com/mig-<profile>`, the resource the workload "
-        "is changed to ask for; with `single` they stay `nvidia.com/gpu`. The GPUs must be MIG-capable (A100, A30, "
-        "H100, H200); repartitioning stops the GPU pods on that node.",
-        lambda a: "nvidia.com/mig.config" in _labels(a)),
+        "layout named by `nvidia.com/mig.config` must exist in the config it reads. A node whose GPUs are "
+        "partitioned one by one (some kept whole) gets its own config in the ConfigMap `gpu-operator/custom-mig-config` "
+        "(key `config.yaml`, which keeps mig-manager's default configs beside the plan's); ClusterPolicy must name it: "
+        "`spec.migManager.config.name: custom-mig-config` (else mig-manager reports "
+        "`nvidia.com/mig.config.state=failed` and the apply stops with the node cordoned). Such a node needs the "
+        "device plugin's mixed strategy (ClusterPolicy `spec.mig.strategy: mixed`): whole GPUs stay "
+        "`nvidia.com/gpu`, slices appear as `nvidia.com/mig-<profile>`, the resource the workload is changed to ask "
+        "for. Under the single strategy every GPU of a node gets one named layout (`all-1g.10gb` and the like, in "
+        "the default config) and slices stay `nvidia.com/gpu`; set `consolidation.mig_strategy=single` when the node "
+        "label `nvidia.com/mig.strategy` does not say so. The GPUs must be MIG-capable (A100, A30, H100, H200). "
+        "mig-manager restarts the GPU Operator's device plugin, feature discovery and DCGM exporter on the node; "
+        "workloads on GPUs that are not repartitioned keep running, a GPU being repartitioned must be idle (the plan "
+        "empties it first). Turning MIG mode on resets that GPU on A100/A30 (a per-GPU setting, MIG user guide, "
+        "\"Deployment Considerations\"); where the platform cannot reset one GPU alone (GPU pass-through, some cloud "
+        "instances) mig-manager runs with `WITH_REBOOT=true` and reboots the node, restarting every pod on it: the plan "
+        "cannot see the platform, check it before applying.",
+        lambda a: "nvidia.com/mig.config" in _labels(a) or _obj(a)[1:] == ("gpu-operator", "custom-mig-config")),
     Prerequisite(
         "karpenter-nodepool", "Karpenter NodePools",
         "Karpenter v1 (API `karpenter.sh/v1`) must run, and the node class the NodePool references "
@@ -112,9 +123,13 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
         "cordon-evict", "Cordon and evictions",
         "Evictions honour PodDisruptionBudgets: one that would break a budget is refused (429) and the step stops; "
         "run it again later. A pod without a controller is not recreated. A Volcano gang is evicted together "
-        "and placed again as a whole. The node stays cordoned until the plan is rolled back or the node is "
-        "removed (Karpenter or the cluster autoscaler removes an empty node).",
-        lambda a: a.get("type") in ("cordon", "drain")),
+        "and placed again as a whole. A node binpack frees stays cordoned until the plan is rolled back or the node "
+        "is removed (Karpenter or the cluster autoscaler removes an empty node). A node that gets shared GPUs is "
+        "cordoned, emptied of what must leave, relabelled once those pods are gone, and uncordoned once its "
+        "reconfiguration succeeded (`nvidia.com/mig.config.state=success` for MIG), before the small workloads move "
+        "in; `--apply` waits for both (15 minutes for the pods, an hour for mig-manager), `steps.sh` with "
+        "`kubectl wait`.",
+        lambda a: a.get("type") in ("cordon", "drain", "uncordon")),
     Prerequisite(
         "volcano-job-manifest", "Changes to a submitted Volcano Job",
         "Volcano's admission webhook refuses any change to a submitted Job's spec except `minAvailable` and task "

@@ -43,6 +43,8 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("RayJob", "ray.io/v1", "rayjobs", True, "RayJob"),
     KindInfo("RayService", "ray.io/v1", "rayservices", True, "RayService"),
     KindInfo("ScaledObject", "keda.sh/v1alpha1", "scaledobjects", True, "ScaledObject"),
+    # v1beta1: served by every Kueue release (v1beta2 only from 0.15); resourceGroups read alike
+    KindInfo("ClusterQueue", "kueue.x-k8s.io/v1beta1", "clusterqueues", False, "ClusterQueue"),
 )
 
 _BY_ALIAS = {k.alias: k for k in KINDS}

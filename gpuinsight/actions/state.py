@@ -147,6 +147,11 @@ class ClusterState:
             st.put({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                     "metadata": {"name": row["name"], "namespace": row["namespace"]},
                     "spec": {"queue": row.get("queue"), "tasks": tasks}}, "warehouse", ())
+        for row in wh.sql("SELECT name, spec FROM kueue_cluster_queues WHERE cluster = ?", [cluster]).to_dicts():
+            spec = _json(row.get("spec")) or {}
+            spec.pop("cohortName", None)  # v1beta2's name of v1beta1's cohort: kept in the form it is served
+            st.put({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": row["name"]},
+                    "spec": spec}, "warehouse", ("/spec/resourceGroups",))
         st._add_ray_keda(wh, cluster)
         phases = ", ".join(f"'{p}'" for p in ALIVE_PHASES)  # constants, not user input
         for row in wh.sql(f"SELECT * FROM pods WHERE cluster = ? AND finished IS NULL AND "

@@ -9,8 +9,8 @@ The CRD directory is an argument: the package ships no CRDs and reads none at im
 Patches are validated as the object they produce (``base`` merged with the patch), since a
 server-side apply configuration is partial by design. CEL rules (``x-kubernetes-validations``)
 are not evaluated, except Karpenter's requirement-key restrictions, re-implemented here, with the
-ScaledObject's replica-count rule and what the KubeRay controller and KEDA's admission webhook
-refuse in the fields gpuinsight writes (:data:`OPERATOR_RULES`).
+ScaledObject's replica-count rule and what the KubeRay controller and KEDA's and Kueue's admission
+webhooks refuse in the fields gpuinsight writes (:data:`OPERATOR_RULES`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gpuinsight.actions import model
 from gpuinsight.actions.patching import get
 from gpuinsight.errors import RuntimeFailure
 from gpuinsight.rules.typed import LABEL_KEY, LABEL_VALUE, QUANTITY
+from gpuinsight.sources.k8s.common import MapError, parse_quantity
 
 # The Kubernetes API version whose schemas validate core objects: the one the pinned
 # ``kubernetes`` client (<36, i.e. 35.x) speaks, Kubernetes 1.35.
@@ -165,9 +166,47 @@ def _keda_rules(obj: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _kueue_rules(obj: dict[str, Any]) -> list[str]:
+    """What Kueue's ClusterQueue webhook refuses (pkg/webhooks/clusterqueue_webhook.go,
+    validateResourceGroups): each flavor lists the covered resources in their order, no resource
+    or flavor twice, no negative quantity, borrowing and lending limits only in a cohort, and a
+    lendingLimit never above its nominalQuota."""
+    spec = obj.get("spec") or {}
+    in_cohort = bool(spec.get("cohort") or spec.get("cohortName"))
+    errors, seen_res, seen_flavors = [], set(), set()
+    for i, group in enumerate(spec.get("resourceGroups") or []):
+        covered = list(group.get("coveredResources") or [])
+        for name in covered:
+            if name in seen_res:
+                errors.append(f"spec.resourceGroups[{i}].coveredResources: {name} is covered twice")
+            seen_res.add(name)
+        for j, fl in enumerate(group.get("flavors") or []):
+            where = f"spec.resourceGroups[{i}].flavors[{j}]"
+            if fl.get("name") in seen_flavors:
+                errors.append(f"{where}.name: flavor {fl.get('name')} appears twice")
+            seen_flavors.add(fl.get("name"))
+            for k, res in enumerate(fl.get("resources") or []):
+                rwhere = f"{where}.resources[{k}]"
+                if k < len(covered) and res.get("name") != covered[k]:
+                    errors.append(f"{rwhere}.name: must match the name in coveredResources ({covered[k]})")
+                values = {}
+                for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if res.get(field) is None:
+                        continue
+                    try:
+                        values[field] = parse_quantity(res[field], f"{rwhere}.{field}")
+                    except MapError as exc:
+                        errors.append(str(exc))
+                    if field != "nominalQuota" and not in_cohort:
+                        errors.append(f"{rwhere}.{field}: must be nil when cohort is empty")
+                if values.get("lendingLimit", 0) > values.get("nominalQuota", float("inf")):
+                    errors.append(f"{rwhere}.lendingLimit: must be less than or equal to the nominalQuota")
+    return errors
+
+
 # Operators' own validation of what gpuinsight writes, beyond the schema (by kind)
 OPERATOR_RULES = {"RayCluster": _ray_rules, "RayJob": _ray_rules, "RayService": _ray_rules,
-                  "ScaledObject": _keda_rules}
+                  "ScaledObject": _keda_rules, "ClusterQueue": _kueue_rules}
 
 
 class CoreSchemas:

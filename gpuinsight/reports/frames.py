@@ -93,6 +93,22 @@ def top_groups(df: pl.DataFrame, col: str, weight: str, n: int, keep: Iterable[s
     return shown + [k for k in keep if k in present]
 
 
+def clusters_in(df: pl.DataFrame) -> list[str]:
+    """The clusters a frame's rows are about (none without a ``cluster`` column)."""
+    if "cluster" not in df.columns:
+        return []
+    return sorted(str(c) for c in df.get_column("cluster").drop_nulls().unique().to_list())
+
+
+def cluster_scoped(df: pl.DataFrame, col: str, sep: str = " / ") -> pl.DataFrame:
+    """With rows of several clusters, ``col`` names the cluster too ("east / ml-team"): the same
+    namespace, node or pool name in two clusters is two things. One cluster: unchanged."""
+    if len(clusters_in(df)) <= 1:
+        return df
+    return df.with_columns(
+        pl.concat_str([pl.col("cluster").cast(pl.Utf8), pl.lit(sep), pl.col(col).cast(pl.Utf8)]).alias(col))
+
+
 def fold_other(df: pl.DataFrame, col: str, shown: list[str]) -> pl.DataFrame:
     return df.with_columns(
         pl.when(pl.col(col).is_in(shown)).then(pl.col(col)).otherwise(pl.lit(OTHER)).alias(col)
@@ -125,6 +141,7 @@ def recommendations_frame(recs: Iterable[Any]) -> pl.DataFrame:
         {
             "id": getattr(r, "id", ""),
             "rule": r.rule,
+            "cluster": getattr(r, "cluster", None),
             "title": r.title,
             "target": target_of(r),
             "monthly_savings_usd": float(r.monthly_savings_usd or 0.0),
@@ -133,7 +150,7 @@ def recommendations_frame(recs: Iterable[Any]) -> pl.DataFrame:
         }
         for r in recs
     ]
-    schema = {"id": pl.Utf8, "rule": pl.Utf8, "title": pl.Utf8, "target": pl.Utf8,
+    schema = {"id": pl.Utf8, "rule": pl.Utf8, "cluster": pl.Utf8, "title": pl.Utf8, "target": pl.Utf8,
               "monthly_savings_usd": pl.Float64, "confidence": pl.Float64, "basis": pl.Utf8}
     df = pl.DataFrame(rows, schema=schema)
     return df.sort(["monthly_savings_usd", "id"], descending=[True, False])

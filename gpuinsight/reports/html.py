@@ -1,12 +1,17 @@
 """The waste & savings report: one self-contained HTML file (plus optional PNG/SVG charts).
 
 Headline numbers first (monthly spend, waste, potential savings; the window and the price
-catalog stated once under them), then who wastes it (per namespace and per queue), the
+catalog stated once under them), then who wastes it (per namespace, per queue, per Kueue ClusterQueue), the
 charts, and the findings table. Vega, Vega-Lite and Vega-Embed are inlined, so the file
 opens with no network and no CDN.
 
 The findings are the plan it is given (``plan=``, e.g. one made with non-default rule
 settings or a reviewed plan file); without one, the rules run with the configured settings.
+
+A warehouse of several clusters gives one report for the whole fleet (its tables grouped by
+cluster, the findings naming theirs, each chart's nodes, pools, queues and namespaces named with
+their cluster) or, with ``cluster=``, the report of that one cluster: every model asked for it
+and the plan's findings in it.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from typing import Any, Protocol
 import polars as pl
 import vl_convert as vlc
 
-from gpuinsight.errors import NotFound
+from gpuinsight.errors import BadInput, NotFound
 from gpuinsight.reports import charts, ray_keda, theme, unit_economics
 from gpuinsight.reports.assets import vegalite_version
-from gpuinsight.reports.frames import recommendations_frame
+from gpuinsight.reports.frames import cluster_scoped, recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
 from gpuinsight.reports.signals import input_starved_charts, signals_section
-from gpuinsight.reports.tables import has_groups, monthly_factor, waste_table
+from gpuinsight.reports.tables import monthly_factor, waste_tables
 from gpuinsight.reports.upload import upload_files
 from gpuinsight.rules.production import with_production
 
@@ -50,16 +55,48 @@ class ReportSource(Protocol):
     def recommend(self) -> Any: ...
 
 
-def build_report(gi: ReportSource, plan: Any = None) -> Report:
+class ClusterView:
+    """A report source narrowed to one cluster: a model that takes ``cluster`` is asked for it,
+    the rows of any other are kept when their ``cluster`` column names it; its plan is that
+    cluster's findings."""
+
+    def __init__(self, source: ReportSource, cluster: str) -> None:
+        self.source, self.cluster = source, cluster
+        self.config = source.config
+
+    def takes_cluster(self, name: str) -> bool:
+        registry = getattr(self.source, "registry", None)
+        return registry is not None and any(p.name == "cluster" for p in registry.get(name).params)
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        if self.takes_cluster(name):
+            params["cluster"] = self.cluster
+            return self.source.query(name, **params)
+        frame = self.source.query(name, **params)
+        return frame.filter(pl.col("cluster") == self.cluster) if "cluster" in frame.columns else frame
+
+    def recommend(self) -> Any:
+        return self.source.recommend().of_cluster(self.cluster)
+
+
+def build_report(gi: ReportSource, plan: Any = None, *, cluster: str | None = None) -> Report:
     """Run the SQL models (and the rules, unless ``plan`` is given) and build every chart and
-    table (no file is written). The rules and the charts read some models alike (the
-    per-workload profile): a source that can keep answers (``reusing_answers``) runs them once."""
+    table (no file is written): of the whole fleet, or of ``cluster`` alone. The rules and the
+    charts read some models alike (the per-workload profile): a source that can keep answers
+    (``reusing_answers``) runs them once."""
     reuse = getattr(gi, "reusing_answers", None)
     with reuse() if reuse is not None else contextlib.nullcontext():
-        return _build_report(gi, plan)
+        if cluster is None:
+            return _build_report(gi, plan)
+        known = [str(c) for c in gi.query("analysis_window").get_column("cluster").to_list()]
+        if cluster not in known:
+            raise BadInput(f"--cluster {cluster}: the warehouse holds no data of it (its clusters: "
+                           f"{', '.join(sorted(known)) or 'none'})")
+        return _build_report(ClusterView(gi, cluster), None if plan is None else plan.of_cluster(cluster),
+                             cluster=cluster)
 
 
-def _build_report(gi: ReportSource, plan: Any) -> Report:
+def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) -> Report:
     summary_df = gi.query("fleet_summary")
     summary = summary_df.row(0, named=True) if summary_df.height else {}
     if plan is None:
@@ -70,22 +107,23 @@ def _build_report(gi: ReportSource, plan: Any) -> Report:
     hours = summary.get("hours")
     by_ns, by_queue = gi.query("waste_breakdown", by="namespace"), gi.query("waste_breakdown", by="queue")
     factor = monthly_factor(hours)
-    tables = []
-    if factor:
-        tables = [waste_table(by_ns, by="namespace", factor=factor),
-                  waste_table(by_queue, by="queue", factor=factor)]
-        tables = [tables[0]] + [t for t in tables[1:] if has_groups(t)]
+    # Kueue: by the ClusterQueue the pods were admitted to, where Kueue is there
+    tables = waste_tables(by_ns, by_queue, factor=factor,
+                          by_cluster_queue=gi.query("waste_breakdown", by="cluster_queue")) if factor else []
+    # several clusters in one chart: each namespace, node, pool and queue named with its cluster
     built = [
         ("savings-by-rule", charts.savings_by_rule(recs)),
-        ("top-findings", charts.top_findings(recs)),
-        ("waste-breakdown", charts.waste_breakdown(by_ns, window_hours=hours)),
-        ("waste-by-namespace", charts.waste_over_time(gi.query("waste_hourly_by", by="namespace"), by="namespace")),
-        ("waste-by-queue", charts.waste_over_time(gi.query("waste_hourly_by", by="queue"), by="queue")),
-        ("utilization-heatmap", charts.utilization_heatmap(gi.query("gpu_heatmap"))),
+        ("top-findings", charts.top_findings(cluster_scoped(recs, "target"))),
+        ("waste-breakdown", charts.waste_breakdown(cluster_scoped(by_ns, "group"), window_hours=hours)),
+        ("waste-by-namespace", charts.waste_over_time(
+            cluster_scoped(gi.query("waste_hourly_by", by="namespace"), "group"), by="namespace")),
+        ("waste-by-queue", charts.waste_over_time(
+            cluster_scoped(gi.query("waste_hourly_by", by="queue"), "group"), by="queue")),
+        ("utilization-heatmap", charts.utilization_heatmap(cluster_scoped(gi.query("gpu_heatmap"), "node"))),
         ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), (getattr(
             getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
-        ("fragmentation", charts.fragmentation(gi.query("fragmentation"))),
-        ("queue-usage", charts.queue_usage(gi.query("queue_usage"))),
+        ("fragmentation", charts.fragmentation(cluster_scoped(gi.query("fragmentation"), "node_pool"))),
+        ("queue-usage", charts.queue_usage(cluster_scoped(gi.query("queue_usage"), "queue"))),
         *input_starved_charts(gi.query, plan.recommendations),
     ]
     economics = _optional(gi, "unit_economics")
@@ -94,9 +132,8 @@ def _build_report(gi: ReportSource, plan: Any) -> Report:
     sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
     if sleepy:
         built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
-    configured = getattr(gi.config, "cluster", "") or ""
-    # the clusters the data holds, unless a specific (non-default) cluster was named
-    cluster = configured if configured not in ("", "default") else (summary.get("clusters") or configured or "cluster")
+    # the title names the cluster viewed, else the clusters the data holds
+    cluster = cluster or summary.get("clusters") or "cluster"
     total = getattr(plan, "total_monthly_savings_usd", None)
     if total is None:
         total = float(recs.get_column("monthly_savings_usd").sum())
@@ -116,15 +153,16 @@ def _optional(gi: ReportSource, name: str, **params: Any) -> pl.DataFrame:
 
 
 def write_report(gi: ReportSource, out: Path, *, plan: Any = None, png_dir: Path | None = None,
-                 upload: str | None = None, s3_endpoint_url: str | None = None) -> Path:
+                 upload: str | None = None, s3_endpoint_url: str | None = None, cluster: str | None = None) -> Path:
     """Write the report to ``out``; optionally PNG + SVG per chart into ``png_dir`` and an
     upload of everything to ``upload`` (``s3://bucket/prefix``).
 
     ``plan`` is the plan to render (a :class:`~gpuinsight.rules.base.Plan`); by default the
     rules run with the configured settings. ``s3_endpoint_url`` (or ``config.s3_endpoint_url``)
-    points at an S3-compatible store.
+    points at an S3-compatible store. ``cluster``: the report of that cluster alone (default:
+    the whole fleet).
     """
-    report = build_report(gi, plan)
+    report = build_report(gi, plan, cluster=cluster)
     specs = {name: chart_spec(chart) for name, chart in report.charts}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

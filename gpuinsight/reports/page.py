@@ -15,7 +15,7 @@ import polars as pl
 from gpuinsight.reports import theme
 from gpuinsight.reports.assets import vega_bundle, versions
 from gpuinsight.reports.chartkit import ChartLike
-from gpuinsight.reports.frames import SAVING_BASES, savings_by_basis
+from gpuinsight.reports.frames import SAVING_BASES, clusters_in, savings_by_basis
 from gpuinsight.reports.tables import WasteTable
 from gpuinsight.sources.gpu_nodes import unmatched_note
 
@@ -98,6 +98,11 @@ def headline(r: Report) -> str:
         ("Monthly waste", waste, f'<div class="sub">idle + underused + unallocated{esc(waste_pct)}</div>'),
         ("Potential monthly savings", r.total_savings_usd, _savings_sub(r)),
     ]
+    several = clusters_in(r.findings)
+    if len(several) > 1:  # where the savings are: each cluster's share
+        per = r.findings.group_by("cluster").agg(pl.col("monthly_savings_usd").sum()).sort("cluster")
+        cards[2] = (cards[2][0], cards[2][1], cards[2][2] + '<div class="sub">per cluster: ' + ", ".join(
+            f"{esc(str(c))} {_usd(v)}" for c, v in per.iter_rows()) + "</div>")
     out = ['<section class="headline">']
     for label, value, sub in cards:
         out.append(f'<div class="card"><div class="label">{esc(label)}</div>'
@@ -146,45 +151,54 @@ def _waste_table(t: WasteTable, summary: dict[str, Any]) -> str:
     if not rows:
         rows.append(f'<tr><td colspan="{len(cols) + 2}" class="empty">no GPU cost by {esc(t.by)} in the data</td></tr>')
     total = f'<tr class="total"><th>total</th>{_money_cells(t.totals, cols, "th")}</tr>'
-    table = (f'<table class="waste" data-by="{esc(t.by)}"><thead><tr><th>{esc(t.by)}</th>{head}'
+    of = f' data-cluster="{esc(t.cluster)}"' if t.cluster is not None else ""
+    table = (f'<table class="waste" data-by="{esc(t.by)}"{of}><thead><tr><th>{esc(t.by)}</th>{head}'
              f'<th class="num">waste share</th></tr></thead><tbody>{"".join(rows)}</tbody>'
              f"<tfoot>{total}</tfoot></table>")
     # Multi-cluster warehouses whose clusters cover different spans: the headline sums each
-    # cluster's run rate, the table scales the whole window; say so rather than hide it.
+    # cluster's run rate, the table scales the whole window; say so rather than hide it (a table
+    # of one cluster of several adds up to that cluster, not to the headline).
     spend, waste = summary.get("monthly_spend_usd"), summary.get("monthly_waste_usd")
-    differs = any(h is not None and abs(t.totals[k] - float(h)) >= 1 for k, h in (("spend", spend), ("waste", waste)))
+    differs = t.cluster is None and any(h is not None and abs(t.totals[k] - float(h)) >= 1
+                                        for k, h in (("spend", spend), ("waste", waste)))
     note = (f'<p class="sub">These totals differ from the headline ({_usd(spend)} spend, {_usd(waste)} waste per '
             "month): the headline adds each cluster's own run rate, the rows scale the whole window, and the two "
             "differ when clusters cover different spans.</p>" if differs else "")
-    return f'<div class="waste-block"><h3>By {esc(t.by)}</h3>{table}{note}</div>'
+    where = f" in cluster {esc(t.cluster)}" if t.cluster is not None else ""
+    return f'<div class="waste-block"><h3>By {esc(t.by)}{where}</h3>{table}{note}</div>'
 
 
 def who_wastes(r: Report) -> str:
     if not r.waste_tables:
         return ""
     parts = "".join(_waste_table(t, r.summary) for t in r.waste_tables)
+    per_cluster = (" With several clusters: the clusters first (they add up to the headline), then each cluster's "
+                   "namespaces and queues (a namespace of one cluster is not its namesake in another)."
+                   if any(t.cluster is not None for t in r.waste_tables) else "")
     return ('<section id="who-wastes"><h2>Who wastes it</h2>'
             '<p class="sub">$ per month. Waste = idle + underused + unallocated; the biggest waste first; '
             "the totals are the headline's spend and waste. Unallocated capacity belongs to no namespace or "
-            f"queue.</p>{parts}</section>")
+            f"queue.{per_cluster}</p>{parts}</section>")
 
 
 # -- findings ------------------------------------------------------------------------------
 
 def findings_table(r: Report) -> str:
     show_basis = not r.findings.is_empty() and r.findings.get_column("basis").drop_nulls().len() > 0
+    show_cluster = len(clusters_in(r.findings)) > 1
     rows = []
     for f in r.findings.head(MAX_TABLE_ROWS).iter_rows(named=True):
         color = theme.RULE_COLORS.get(f["rule"], theme.OTHER_COLOR)
         saving = (_usd(f["monthly_savings_usd"]) if round(f["monthly_savings_usd"])
                   else '<span class="sub" title="no saving of its own">none directly</span>')
         basis = f'<td>{esc(SAVING_BASES.get(f["basis"] or "", ""))}</td>' if show_basis else ""
+        cluster = f'<td>{esc(f["cluster"] or "")}</td>' if show_cluster else ""
         rows.append(
             f'<tr><td class="rule"><span class="chip" style="background:{color}"></span>{esc(f["rule"])}</td>'
-            f'<td>{esc(f["target"])}</td><td>{esc(f["title"])}</td>'
+            f'{cluster}<td>{esc(f["target"])}</td><td>{esc(f["title"])}</td>'
             f'<td class="num">{saving}</td>{basis}<td class="num">{f["confidence"]:.0%}</td></tr>'
         )
-    ncols = 6 if show_basis else 5
+    ncols = 5 + show_basis + show_cluster
     if not rows:
         rows.append(f'<tr><td colspan="{ncols}" class="empty">No findings: the rules found nothing to change.</td></tr>')
     more = r.findings.height - MAX_TABLE_ROWS
@@ -194,7 +208,8 @@ def findings_table(r: Report) -> str:
     return (
         '<section id="findings"><h2>Findings</h2>'
         f'<p class="sub">Biggest saving first; $ per month.{plan}</p>'
-        '<table><thead><tr><th>rule</th><th>target</th><th>title</th><th class="num">monthly saving</th>'
+        f'<table><thead><tr><th>rule</th>{"<th>cluster</th>" if show_cluster else ""}<th>target</th><th>title</th>'
+        '<th class="num">monthly saving</th>'
         f'{"<th>saving from</th>" if show_basis else ""}<th class="num">confidence</th></tr></thead>'
         f'<tbody>{"".join(rows)}</tbody></table>{tail}</section>'
     )

@@ -118,9 +118,11 @@ def synthetic_fleet(gpus: int = 256, days: int = 7, *, seed: int = 1, queues: bo
 
     def by_group(by: str) -> pl.DataFrame:
         """The cost rows with the ``group`` the SQL models give (``cost_group``)."""
+        holder = pl.col(by) if by in cost.columns else pl.lit(None, pl.Utf8)  # no Kueue in the preview
+        none = "(no ClusterQueue)" if by == "cluster_queue" else f"(no {by})"
         return cost.with_columns(
             pl.when(pl.col("bucket") == "unallocated").then(pl.lit("(unallocated)"))
-            .otherwise(pl.col(by).fill_null(f"(no {by})")).alias("group"))
+            .otherwise(holder.fill_null(none)).alias("group"))
 
     def waste_hourly_by(by: str = "namespace") -> pl.DataFrame:
         return (by_group(by).group_by("hour", "group", "bucket").agg(pl.col("gpu_hours", "usd").sum().round(3))

@@ -83,7 +83,8 @@ def input_starved_charts(query: Any, recs: list[Any], *, top_n: int = 3) -> list
     starved = sorted((r for r in recs if r.rule == "input_starved"), key=lambda r: -r.monthly_savings_usd)
     for i, r in enumerate(starved[:top_n]):
         e = r.evidence
-        timeline = query("workload_activity_timeline", namespace=r.namespace, workload=r.workload)
+        timeline = query("workload_activity_timeline", namespace=r.namespace, workload=r.workload,
+                         cluster=getattr(r, "cluster", None))
         sub = (f"duty cycle {e.get('duty_cycle_pct')}% of bursts at {e.get('burst_level_pct')}%; "
                f"cause: {e.get('cause')} ({e.get('resolution')})")
         out.append((f"input-starved-{i + 1}", activity_hour(

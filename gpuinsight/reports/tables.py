@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from gpuinsight.reports.frames import fold_other, label_groups, top_groups
+from gpuinsight.reports.frames import clusters_in, fold_other, label_groups, top_groups
 from gpuinsight.reports.theme import BUCKETS, OTHER, UNALLOCATED, WASTE_BUCKETS
 from gpuinsight.rules.base import HOURS_PER_MONTH
 
@@ -25,6 +25,7 @@ class WasteTable:
     rows: pl.DataFrame  # group, spend, used, idle, underused, unallocated, unmeasured, waste, groups
     totals: dict[str, float]  # the same money columns over every group (nothing folded away)
     folded: int  # how many groups the "(other)" row stands for
+    cluster: str | None = None  # the one cluster of a fleet of several the rows are of
 
     @property
     def has_unmeasured(self) -> bool:
@@ -36,13 +37,36 @@ def monthly_factor(window_hours: float | None) -> float | None:
     return HOURS_PER_MONTH / window_hours if window_hours else None
 
 
-def waste_table(df: pl.DataFrame, *, by: str, factor: float, top_n: int = 15) -> WasteTable:
+def waste_tables(by_ns: pl.DataFrame, by_queue: pl.DataFrame, *, factor: float,
+                 by_cluster_queue: pl.DataFrame | None = None) -> list[WasteTable]:
+    """The "who wastes it" tables: per namespace, and per Volcano queue and per Kueue ClusterQueue
+    when they are in use; with several clusters, one row per cluster first (the fleet) and then
+    each cluster's own tables (a namespace of one cluster is not the namespace of the same name in
+    another)."""
+    others = [(by_queue, "queue")] + ([(by_cluster_queue, "ClusterQueue")] if by_cluster_queue is not None else [])
+    clusters = sorted(set(clusters_in(by_ns)) | set(clusters_in(by_queue)))
+    if len(clusters) <= 1:
+        tables = [waste_table(by_ns, by="namespace", factor=factor),
+                  *[waste_table(df, by=by, factor=factor) for df, by in others]]
+        return [tables[0]] + [t for t in tables[1:] if has_groups(t)]
+    fleet = (by_ns.with_columns(pl.col("cluster").alias("group"))
+             .group_by("group").agg(pl.col([c for c in by_ns.columns if c.endswith("_usd")]).sum()))
+    out = [waste_table(fleet, by="cluster", factor=factor, top_n=len(clusters))]
+    for cluster in clusters:
+        mine = [waste_table(df.filter(pl.col("cluster") == cluster), by=by, factor=factor, cluster=cluster)
+                for df, by in ((by_ns, "namespace"), *others)]
+        out += [mine[0]] + [t for t in mine[1:] if has_groups(t)]
+    return out
+
+
+def waste_table(df: pl.DataFrame, *, by: str, factor: float, top_n: int = 15,
+                cluster: str | None = None) -> WasteTable:
     """The ``top_n`` groups with the most waste per month, the rest as one "(other)" row;
     "(no <by>)" and "(unallocated)" rows last. ``factor`` scales window dollars to a month."""
     none = f"(no {by})"
     if df.is_empty():
         empty = pl.DataFrame(schema={"group": pl.Utf8, **{c: pl.Float64 for c in MONEY}, "groups": pl.Int64})
-        return WasteTable(by, empty, dict.fromkeys(MONEY, 0.0), 0)
+        return WasteTable(by, empty, dict.fromkeys(MONEY, 0.0), 0, cluster)
     money = label_groups(df, "group", none).select(
         "group",
         *[(pl.col(f"{b}_usd").cast(pl.Float64).fill_null(0.0) * factor if f"{b}_usd" in df.columns
@@ -63,7 +87,7 @@ def waste_table(df: pl.DataFrame, *, by: str, factor: float, top_n: int = 15) ->
     )
     folded = int(rows.filter(pl.col("group") == OTHER).get_column("groups").sum() or 0)
     totals = {c: float(money.get_column(c).sum()) for c in MONEY}
-    return WasteTable(by, rows, totals, folded)
+    return WasteTable(by, rows, totals, folded, cluster)
 
 
 def has_groups(table: WasteTable) -> bool:

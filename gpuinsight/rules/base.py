@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
+from gpuinsight.config import DEFAULT_CLUSTER
+
 if TYPE_CHECKING:
     from gpuinsight.rules.context import PlanContext
-    from gpuinsight.rules.typed import Schema
+    from gpuinsight.rules.typed import Schema, Target
 
 RULE_NAMES = ("idle", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray", "input_starved", "scale_to_zero",
-              "topology")
+              "topology", "cpu_pods_on_gpu_nodes")
 HOURS_PER_MONTH = 730.0
 
 
@@ -53,21 +55,32 @@ class Recommendation:
     confidence: float = 0.5
     evidence: dict[str, Any] = field(default_factory=dict)
     actions: list[dict[str, Any]] = field(default_factory=list)
-    # What the change touches, for the action builders: {"kind", "namespace", "name", ...}
+    # What the change touches, for the action builders: {"kind", "namespace", "name", ..., "cluster"}
     target: dict[str, Any] = field(default_factory=dict)
     id: str = ""
+    # the cluster the finding is about (the --cluster name its data was loaded under): its
+    # namespaces, workloads, nodes and queues are that cluster's, and so are its actions
+    cluster: str = DEFAULT_CLUSTER
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_NAMES:
             raise ValueError(f"unknown rule {self.rule!r}")
+        if not isinstance(self.cluster, str) or not self.cluster:
+            raise ValueError(f"{self.rule} finding: cluster {self.cluster!r} is not a non-empty string")
         if not self.id:
-            self.id = stable_id(self.rule, self.namespace, self.workload, self.node, self.queue)
+            self.id = finding_id(self.rule, self.cluster, self.namespace, self.workload, self.node, self.queue)
+        if self.target:  # the target names its cluster too (what the builders and apply read)
+            own = self.target.get("cluster")
+            if own is None:
+                self.target["cluster"] = self.cluster
+            elif own != self.cluster:
+                raise ValueError(f"finding {self.id}: target.cluster {own!r} is not its cluster {self.cluster!r}")
         self.monthly_savings_usd = round(float(self.monthly_savings_usd), 2)
         self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
 
     def to_dict(self) -> dict[str, Any]:
         """The contract's object; its nested values are this recommendation's own (not copies)."""
-        order = ["id", "rule", "namespace", "workload", "node", "queue", "title", "current", "proposed",
+        order = ["id", "rule", "cluster", "namespace", "workload", "node", "queue", "title", "current", "proposed",
                  "monthly_savings_usd", "confidence", "evidence", "actions", "target"]
         return {k: getattr(self, k) for k in order}
 
@@ -99,10 +112,19 @@ def target_of(r: Any) -> str:
 
 
 def stable_id(rule: str, *parts: str | None) -> str:
-    """Same finding, same id, across runs: a hash of the rule and its target."""
+    """A hash of a name and some parts: the same parts, the same id, across runs."""
     key = "|".join([rule, *[p or "" for p in parts]])
     # ids are DNS-label-like (plan files check them): scale_to_zero -> scale-to-zero-<hash>
     return f"{rule.replace('_', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def finding_id(rule: str, cluster: str, *target: str | None) -> str:
+    """The id of a finding: the same finding, the same id, across runs (design.md: a hash of
+    the rule and its target). The target's cluster is part of it: the same namespace and
+    workload in two clusters are two findings. Every rule makes its ids here."""
+    if not cluster:
+        raise ValueError(f"{rule} finding: an id needs the cluster")
+    return stable_id(rule, cluster, *target)
 
 
 @dataclass(frozen=True)
@@ -114,7 +136,7 @@ class FindingKind:
     name: str
     builder: str
     proposed: type[Schema]
-    target: type[Schema]
+    target: type[Target]
     saving_basis: str
 
     def validate(self, rec: dict[str, Any], where: str) -> None:
@@ -156,6 +178,29 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     # the fleet's monthly spend the savings ledger checked the plan against (None: not known)
     spend_monthly_usd: float | None = None
+    # the clusters whose data the plan judged (sorted; a cluster with no finding is one too);
+    # always holds the clusters of its recommendations
+    clusters: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.clusters = sorted(set(self.clusters) | {r.cluster for r in self.recommendations})
+
+    def of_cluster(self, cluster: str) -> Plan:
+        """The part of the plan about ``cluster`` (same id, time and notes; its findings only)."""
+        return Plan(self.plan_id, self.created_at, self.catalog, self.window,
+                    [r for r in self.recommendations if r.cluster == cluster], list(self.notes),
+                    self.spend_monthly_usd if self.clusters == [cluster] else None, [cluster])
+
+    def by_cluster(self) -> dict[str, list[Recommendation]]:
+        """The recommendations per cluster (every cluster of the plan, in name order)."""
+        out: dict[str, list[Recommendation]] = {c: [] for c in self.clusters}
+        for r in self.recommendations:
+            out.setdefault(r.cluster, []).append(r)
+        return out
+
+    def savings_by_cluster(self) -> dict[str, float]:
+        """Monthly savings per cluster (they add up to :attr:`total_monthly_savings_usd`, to the cent)."""
+        return {c: round(sum(r.monthly_savings_usd for r in recs), 2) for c, recs in self.by_cluster().items()}
 
     @property
     def total_monthly_savings_usd(self) -> float:

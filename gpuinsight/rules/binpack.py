@@ -2,8 +2,11 @@
 
 A pool is the nodes of one (cluster, node pool, zone, GPU model) that hold whole-GPU work
 after the earlier findings of the plan (idle pods scaled away, workloads consolidated onto MIG
-or shared-GPU hosts; those hosts, MIG nodes and shared-GPU nodes are not planned). The pods on
-it are placed again: by the exact ILP (HiGHS) where the pool is small enough, else greedily.
+or shared-GPU hosts; sharing hosts, MIG nodes and shared-GPU nodes are not planned; nodes where
+consolidation partitioned some GPUs are, those GPUs fixed, the pods it moved pinned where they
+went). It is the problem the consolidation rule planned with the shared GPUs
+(:mod:`gpuinsight.rules.pool_plan`), solved again: by the exact ILP (HiGHS) where the pool is
+small enough, else greedily.
 
 * A strict gang (Volcano PodGroup / Job whose minMember covers all its pods) moves whole: if
   one pod moves, all restart together, each landing on any node with room. A gang whose
@@ -31,22 +34,33 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
-from gpuinsight.rules.pack_bound import (
-    MAX_VARIABLES,
-    PoolNode,
-    PoolPlan,
-    PoolPod,
-    PoolProblem,
-    Unit,
-    optimal_nodes,
-    solve_greedy,
-    solve_ilp,
+from gpuinsight.rules.pack_bound import MAX_VARIABLES, PoolPlan, PoolProblem, Unit, optimal_nodes
+from gpuinsight.rules.pool_plan import (
+    PoolInputs,
+    PoolKey,
+    build_problem,
+    move_list,
+    plannable,
+    pods_after,
+    pool_key,
+    record_moves,
+    solve,
 )
-from gpuinsight.rules.typed import DNS_NAME, Schema, list_of, mapping, number, optional, schema, spec, text
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    Schema,
+    Target,
+    list_of,
+    mapping,
+    number,
+    optional,
+    schema,
+    spec,
+    text,
+)
 
 
 @dataclass
@@ -70,13 +84,13 @@ class BinpackProposed(Schema):
     moves: list[dict[str, Any]] = spec(list_of(schema(Move)))
     nodes_freed: list[str] = spec(list_of(text(DNS_NAME)), [])
     node_pool: str | None = spec(optional(text()), None)
-    # pods on the freed nodes that other findings of the plan take away first (by finding id)
+    # pods on the freed nodes that other findings of the plan take away (or move away) first (by finding id)
     pods_leaving: list[dict[str, Any]] = spec(list_of(mapping), [])
     extra_checks = (_check_moves,)
 
 
 @dataclass
-class NodeSetTarget(Schema):
+class NodeSetTarget(Target):
     nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
     kind: str = spec(text(choices=("NodeSet",)), "NodeSet")
     pool: str | None = spec(optional(text()), None)
@@ -98,37 +112,28 @@ class BinpackRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        busy = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): num(r.get("gr_mean"))
-                for r in ctx.rows(frames, "workload_gpu_profile")}
-        placement = ctx.rows(frames, "placement_current")
-        pdbs = ctx.rows(frames, "disruption_budgets")
-        budgets = pdb_budgets(placement, pdbs)
-        pdbs_by_ns: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for b in pdbs:
-            pdbs_by_ns[b["namespace"]].append(b)
-        pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        inputs = PoolInputs(frames, ctx)
+        pods_on = pods_after(inputs.placement, ctx)
         leaving: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p in placement:
+        for p in inputs.placement:
             c = str(p.get("cluster") or "")
             by = ctx.pods_leaving.get((c, p["namespace"], p["pod"])) or ctx.workloads_leaving.get(
-                (c, p["namespace"], p["workload"]))
+                (c, p["namespace"], p["workload"])) or ctx.moved_by.get((c, p["namespace"], p["pod"]))
             if by:
                 leaving[(c, p["node"])].append({"namespace": p["namespace"], "pod": p["pod"], "finding": by})
-            else:
-                pods_on[(c, p["node"])].append(p)
-        pools: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+        pools: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
         for n in ctx.rows(frames, "nodes_current"):
             key = (str(n.get("cluster") or ""), n["node"])
-            if not plannable(n, key, ctx) or not pods_on.get(key):
+            if not plannable(n, key, ctx) or not (pods_on.get(key) or ctx.shared_gpus.get(key)):
                 continue
-            pools[(key[0], n.get("node_pool"), n.get("zone"), n.get("gpu_model"))].append(n)
+            pools[pool_key(n)].append(n)
         out = []
         topo = ctx.topology(frames)
-        for pool_key, members in sorted(pools.items(), key=lambda kv: str(kv[0])):
-            problem, pod_rows = pool_problem(pool_key, members, pods_on, budgets, pdbs_by_ns, busy, settings, ctx)
+        for key, members in sorted(pools.items(), key=lambda kv: str(kv[0])):
+            problem, pod_rows = build_problem(key, members, pods_on, inputs, settings, ctx)
             for nd in problem.nodes:  # the pool is one zone: the domains between node and zone count
-                nd.domains = tuple(d for lvl, d, _ in topo.of(pool_key[0], nd.name).path[1:] if lvl != "zone")
-            rec = self._plan_pool(pool_key, members, problem, pod_rows, leaving, settings, ctx)
+                nd.domains = tuple(d for lvl, d, _ in topo.of(key[0], nd.name).path[1:] if lvl != "zone")
+            rec = self._plan_pool(key, members, problem, pod_rows, leaving, settings, ctx)
             if rec is not None:
                 out.append(rec)
         return out
@@ -137,16 +142,13 @@ class BinpackRule(Rule):
                    pod_rows: list[dict[str, Any]], leaving: dict[tuple[str, str], list[dict[str, Any]]],
                    settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         cluster, pool, zone, model = pool_key
-        plan = solve_ilp(problem, time_limit_s=settings["ilp_time_limit_s"],
-                         max_variables=int(settings["ilp_max_variables"]))
-        if plan is None:
-            plan = solve_greedy(problem)
-        used = set(plan.assign)
+        plan = solve(problem, settings)
+        used = set(plan.assign) | {j for j, nd in enumerate(problem.nodes) if nd.fixed > 0}
         freed = [j for j in range(len(problem.nodes)) if j not in used]
         if not freed:
             return None
         names = [problem.nodes[j].name for j in freed]
-        rid = stable_id("binpack", None, None, "/".join(str(x) for x in pool_key), None)
+        rid = finding_id("binpack", cluster_of(members[0]), None, None, "/".join(str(x) for x in pool_key[1:]), None)
         released, saving = [], 0.0
         for j in freed:
             n = members[j]
@@ -157,25 +159,25 @@ class BinpackRule(Rule):
             released.append({"node": n["node"], "node_usd_per_hour": round(num(n.get("usd_per_hour")), 4),
                              "saving_usd_per_hour": round(granted, 4), "gpus": num(n.get("gpu_count"))})
         moves = move_list(problem, plan, pod_rows)
-        for m in moves:
-            ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
-            ctx.pods_moved.update({(cluster, m["namespace"], pod): m["to"] for pod in m["pods"]})
+        record_moves(ctx, cluster, moves, problem)
         moved_prod = sorted({f"{m['namespace']}/{m['workload']}: {m['production_reason']}" for m in moves
                              if m["production"]})
         for m in moves:
-            del m["production"], m["production_reason"]
-        lower = math.ceil(sum(p.gpus for p in problem.pods) / max(max(nd.capacity for nd in problem.nodes), 1) - 1e-9)
+            del m["production"], m["production_reason"], m["_index"]
+        held = sum(p.gpus for p in problem.pods) + sum(nd.fixed for nd in problem.nodes)
+        lower = math.ceil(held / max(max(nd.capacity for nd in problem.nodes), 1) - 1e-9)
         yardstick = optimal_nodes([Unit(p.gpus, p.node if p.pinned or p.gang in problem.pinned_gangs() else None)
-                                   for p in problem.pods], [nd.capacity for nd in problem.nodes])
+                                   for p in problem.pods] + [Unit(nd.fixed, j) for j, nd in enumerate(problem.nodes)
+                                                             if nd.fixed > 0], [nd.capacity for nd in problem.nodes])
         kept = len(problem.nodes) - len(freed)
         gangs = sorted(plan.moved_gangs)
         spans = gang_spans(problem, plan)
         return Recommendation(
-            rule="binpack", id=rid, node=names[0] if len(names) == 1 else None,
+            rule="binpack", id=rid, cluster=cluster_of(members[0]), node=names[0] if len(names) == 1 else None,
             title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
                    f"{len(names)} of {len(problem.nodes)} node(s): {', '.join(names[:5])}"
                    + (" ..." if len(names) > 5 else "")),
-            current={"nodes": len(problem.nodes), "gpus_held": round(sum(p.gpus for p in problem.pods), 3)},
+            current={"nodes": len(problem.nodes), "gpus_held": round(held, 3)},
             proposed=BinpackProposed(moves, names, pool,
                                      [p for n in names for p in leaving.get((cluster, n), [])]).to_dict(),
             monthly_savings_usd=monthly(saving),
@@ -196,91 +198,6 @@ class BinpackRule(Rule):
             },
             target=NodeSetTarget(names, "NodeSet", pool).to_dict(),
         )
-
-
-def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
-    """Whole-GPU nodes binpack may move work between or release."""
-    if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
-        return False
-    if (n.get("sharing_strategy") or "none") not in ("none", ""):
-        return False
-    return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
-
-
-def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
-    """PDB name -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    pods = LabelIndex(placement, lambda p: p["namespace"], lambda p: as_map(p.get("labels")))
-    out = {}
-    for b in pdbs:
-        covered = len(pods.covered(b["namespace"], as_map(b.get("selector"))))
-        out[f"pdb:{b['namespace']}/{b['name']}"] = allowed_disruptions(b, covered, covered)
-    return out
-
-
-def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
-    labels = as_map(p.get("labels"))
-    return tuple(f"pdb:{b['namespace']}/{b['name']}" for b in pdbs_by_ns.get(p["namespace"], [])
-                 if selector_matches(as_map(b.get("selector")), labels))
-
-
-def pool_problem(pool_key: tuple[Any, ...], members: list[dict[str, Any]],
-                 pods_on: dict[tuple[str, str], list[dict[str, Any]]], budgets: dict[str, int],
-                 pdbs_by_ns: dict[str, list[dict[str, Any]]], busy: dict[tuple[str, str, str], float],
-                 settings: dict[str, Any], ctx: PlanContext) -> tuple[PoolProblem, list[dict[str, Any]]]:
-    cluster = pool_key[0]
-    problem = PoolProblem([], [], dict(budgets))
-    pod_rows: list[dict[str, Any]] = []
-    for j, n in enumerate(members):
-        key = (cluster, n["node"])
-        pods = pods_on.get(key, [])
-        staying = sum(num(p.get("gpus")) for p in pods)
-        free_of_claims = num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(key)
-        # a node holding more than that (periodic work keeps its place while returning GPU-hours)
-        # keeps what it holds and takes nothing new
-        problem.nodes.append(PoolNode(n["node"], max(free_of_claims, staying), num(n.get("usd_per_hour")),
-                                      closed=staying > free_of_claims + 1e-9))
-        for p in pods:
-            gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
-            strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
-            elastic = bool(p.get("gang")) and gang_size > 1 and not strict
-            gang_id = f"{p['namespace']}/{p['gang']}" if strict else None
-            prod, why = ctx.is_production(p)
-            pinned = bool(p.get("mig_profile")) or (prod and not settings["include_production"])
-            if strict and busy.get((cluster, p["namespace"], p["workload"]), 0.0) >= settings["busy_gang_activity"]:
-                pinned = True
-            own = pod_budgets(p, pdbs_by_ns)
-            if elastic:
-                name = f"gang:{p['namespace']}/{p['gang']}"
-                problem.budgets[name] = gang_size - int(min_member or 1)
-                own = (*own, name)
-            problem.pods.append(PoolPod(f"{p['namespace']}/{p['pod']}", j, num(p.get("gpus")), gang_id, pinned, own))
-            pod_rows.append({**p, "_production": prod, "_why": why})
-    # a strict gang with pods outside this pool cannot be re-placed here: keep it where it is
-    seen = defaultdict(int)
-    for pp in problem.pods:
-        if pp.gang:
-            seen[pp.gang] += 1
-    for pp, row in zip(problem.pods, pod_rows, strict=True):
-        if pp.gang and seen[pp.gang] < int(num(row.get("gang_pods"), 1)):
-            pp.pinned = True
-    return problem, pod_rows
-
-
-def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The evictions, grouped per (gang or pod, from, to), largest first."""
-    grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for i in plan.evicted(problem):
-        p, row = problem.pods[i], pod_rows[i]
-        src, dst = problem.nodes[p.node].name, problem.nodes[plan.assign[i]].name
-        key = (row["namespace"], p.gang or row["pod"], src, dst)
-        m = grouped.setdefault(key, {"namespace": row["namespace"], "workload": row.get("workload"),
-                                     "gang": row.get("gang") if p.gang else None, "pods": [], "from": src,
-                                     "to": dst, "gpus": 0.0, "production": row["_production"],
-                                     "production_reason": row["_why"]})
-        m["pods"].append(row["pod"])
-        m["gpus"] = round(m["gpus"] + p.gpus, 3)
-    return sorted(grouped.values(), key=lambda m: (-m["gpus"], m["namespace"], m["pods"][0]))
-
 
 
 def gang_spans(problem: PoolProblem, plan: PoolPlan) -> dict[str, dict[str, str]]:

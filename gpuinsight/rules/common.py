@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.config import DEFAULT_CLUSTER
 from gpuinsight.rules.base import HOURS_PER_MONTH, Setting
 
 # how much history a workload-level verdict needs (shared by idle and consolidation)
@@ -57,8 +58,14 @@ def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) ->
     return num(w["hours"].max())
 
 
+def cluster_of(r: dict[str, Any]) -> str:
+    """The cluster a model row is about (a frame without a cluster column: the default one)."""
+    return str(r.get("cluster") or DEFAULT_CLUSTER)
+
+
 def workload_ref(r: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": r.get("workload_kind") or "Pod", "namespace": r.get("namespace"), "name": r.get("workload")}
+    return {"kind": r.get("workload_kind") or "Pod", "namespace": r.get("namespace"), "name": r.get("workload"),
+            "cluster": cluster_of(r)}
 
 
 def pct(x: float | None) -> float | None:

@@ -1,28 +1,38 @@
-"""ConsolidationRule: one planner per GPU model for MIG slices, MPS and time-slicing.
+"""ConsolidationRule: GPU sharing per node pool, planned with binpack: MIG slices, MPS, time-slicing.
 
 Small single-replica workloads (peak compute at most ``max_compute`` of a GPU) become demands
-sized on peaks: framebuffer = observed maximum x (1 + headroom), compute = short-window p95.
-The planner (:mod:`gpuinsight.rules.consolidation_plan`) packs each group (cluster, GPU model,
-capacity type, zone) onto free MIG instances and host nodes, and each workload it moves is one
-finding, of kind ``mig``, ``mps`` or ``timeslice`` after where it lands, naming the workloads
-that share its GPU. The saving is the GPU it gives back less its share of the host's GPUs.
+sized on peaks (:func:`~gpuinsight.rules.consolidation_plan.demand_size`): framebuffer = observed
+maximum x (1 + headroom), compute = short-window p95. First, free instances of nodes already
+running MIG take what they hold (no repartitioning). Then each node pool is planned as one
+placement problem with binpack (:mod:`gpuinsight.rules.pool_sharing`): GPUs partitioned with
+MIG one by one (a node keeps its other GPUs whole, a custom mig-parted config per node), nodes
+given one sharing configuration for all their GPUs (MPS, time-slicing, or a named MIG layout
+under the single strategy), and the whole-GPU pods that must move to make room for them. Each
+workload moved is one finding, of kind ``mig``, ``mps`` or ``timeslice`` after where it lands,
+naming the workloads that share its GPU, the steps its node goes through and every pod that
+restarts. The saving is the GPU it gives back less its share of the shared GPU, claimed on GPUs
+the plan really leaves free.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.errors import BadInput
+from gpuinsight.gpumodels import MEMORY_MIB
+from gpuinsight.migparted import check_entries
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id, stable_id
+from gpuinsight.rules.binpack import Move
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    cluster_of,
     compute_evidence,
-    compute_peak,
     evidence_confidence,
     mib_to_gb,
     monthly,
@@ -32,28 +42,33 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.consolidation_plan import (
     Demand,
-    HostNode,
-    Placement,
+    HostChoice,
     Slot,
     Targets,
-    mig_configs,
-    plan_group,
+    demand_size,
+    take_free_slots,
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
+from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
+from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
 from gpuinsight.rules.serving import serving_by_workload, unit_cost_evidence
 from gpuinsight.rules.typed import (
+    DNS_LABEL,
     DNS_NAME,
     LABEL_VALUE,
     MIG_PROFILE,
     Schema,
+    Target,
     WorkloadTarget,
     bad,
     boolean,
     integer,
     list_of,
+    mapping,
     number,
     optional,
+    schema,
     spec,
     text,
     workload,
@@ -63,6 +78,25 @@ from gpuinsight.rules.typed import (
 def _resource_matches(data: dict[str, Any], where: str) -> None:
     if "resource" in data and data["resource"] != f"nvidia.com/mig-{data.get('mig_profile')}":
         raise bad(f"{where}.resource", f"{data['resource']!r} does not match mig_profile {data.get('mig_profile')!r}")
+
+
+def _check_moves(data: dict[str, Any], where: str) -> None:
+    for i, move in enumerate(data.get("evict") or []):
+        text(DNS_NAME)(move.get("from") if isinstance(move, dict) else None, f"{where}.evict[{i}].from")
+
+
+def _check_layout(data: dict[str, Any], where: str) -> None:
+    if data.get("node_layout"):
+        check_entries(data["node_layout"], f"{where}.node_layout")
+
+
+@dataclass
+class StoppedPod(Schema):
+    """A small workload's pod stopped before its GPU is repartitioned (it restarts on its slice)."""
+
+    namespace: str = spec(text(DNS_LABEL))
+    pod: str = spec(text(DNS_NAME))
+    workload: str = spec(text(DNS_NAME))
 
 
 @dataclass
@@ -76,7 +110,14 @@ class MigProposed(Schema):
     repartition: bool = spec(boolean, False)  # the node is to get node_mig_config (else it runs it)
     group: list[str] = spec(list_of(text()), [])
     gpus_freed: float = spec(number, 0.0)
-    extra_checks = (_resource_matches,)
+    # the device plugin's strategy on the node: mixed (slices are nvidia.com/mig-<profile>, a node
+    # may keep GPUs whole) or single (every GPU one named layout, slices stay nvidia.com/gpu)
+    strategy: str = spec(text(choices=("mixed", "single")), "mixed")
+    gpu_index: int | None = spec(optional(integer(0, 63)), None)  # the GPU partitioned (mixed)
+    node_layout: list[dict[str, Any]] = spec(list_of(mapping), [])  # the node's mig-parted entries
+    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the node first
+    stop_first: list[dict[str, Any]] = spec(list_of(schema(StoppedPod)), [])
+    extra_checks = (_resource_matches, _check_moves, _check_layout)
 
 
 @dataclass
@@ -86,6 +127,8 @@ class SharedProposed(Schema):
     node: str | None = spec(optional(text(DNS_NAME)), None)
     group: list[str] = spec(list_of(text()), [])
     gpus_freed: float = spec(number, 0.0)
+    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the host first
+    extra_checks = (_check_moves,)
 
 
 @dataclass
@@ -99,7 +142,7 @@ class TimeslicingProposed(SharedProposed):
 
 
 @dataclass
-class SharedGroupTarget(Schema):
+class SharedGroupTarget(Target):
     workloads: list[dict[str, Any]] = spec(list_of(workload, non_empty=True))
     kind: str = spec(text(choices=("SharedGroup",)), "SharedGroup")
     member: dict[str, Any] | None = spec(optional(workload), None)
@@ -107,14 +150,18 @@ class SharedGroupTarget(Schema):
 
 SHARING_BUILDER = "gpuinsight.actions.builders.sharing"
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
+# what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
+OPERATOR_RESTARTS = ("the GPU Operator's device plugin, GPU feature discovery and DCGM exporter pods on the node "
+                     "(mig-manager stops and restarts them around the repartition; workloads on GPUs that stay "
+                     "whole keep running)")
 
 
 class ConsolidationRule(Rule):
     name = "consolidation"
-    summary = ("Pack small workloads of one GPU model onto fewer GPUs: MIG slices, MPS (production) or "
-               "time-slicing (other work), sized on peak memory and peak compute.")
+    summary = ("Share GPUs among small workloads of a node pool, planned with binpack: MIG slices on single GPUs "
+               "(the node keeps its others whole), MPS (production) or time-slicing (other work), sized on peaks.")
     needs = ("workload_gpu_profile", "placement_current", "nodes_current", "mig_catalog", "mig_capacity",
-             "analysis_window", "unit_economics")
+             "analysis_window", "disruption_budgets", "unit_economics")
     settings = (
         Setting("memory_headroom", 0.10, "Framebuffer a workload gets over its observed maximum (fraction)."),
         Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use."),
@@ -122,6 +169,8 @@ class ConsolidationRule(Rule):
         Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU."),
         Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas)."),
         Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose)."),
+        Setting("mig_strategy", "auto", "The device plugin's MIG strategy: auto (the node label "
+                                        "nvidia.com/mig.strategy, mixed without it), mixed or single."),
         MIN_HOURS,
         FULL_CONFIDENCE,
     )
@@ -133,41 +182,60 @@ class ConsolidationRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
+        if settings["mig_strategy"] not in ("auto", "mixed", "single"):
+            raise BadInput(f"consolidation.mig_strategy: {settings['mig_strategy']!r} is not auto, mixed or single")
         t = Targets(settings["memory_headroom"], settings["compute_target"], settings["ts_memory_fill"],
                     int(settings["max_clients"]))
         nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
-        pods_on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        inputs = PoolInputs(frames, ctx)
+        placed_now: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p in ctx.rows(frames, "placement_current"):
+        for p in inputs.placement:
             c = str(p.get("cluster") or "")
-            pods_on[(c, p["node"])].append(p)
+            placed_now[(c, p["node"])].append(p)
             pods_of[(c, p["namespace"], p["workload"])].append(p)
-        demands = self._demands(frames, settings, ctx, nodes, pods_of, t)
-        by_pod = {(d.key[0], d.key[1], d.pod): d for d in demands}
+        demands = self._demands(frames, settings, ctx, nodes, pods_of, inputs, t)
         profiles: dict[str, list[MigProfile]] = defaultdict(list)
         catalog = ctx.rows(frames, "mig_catalog")
         layouts = parse_layouts(catalog[0]["layouts"] or []) if catalog else []
         for c in catalog:
             profiles[c["gpu_model"]].append(MigProfile(c["gpu_model"], c["profile"], c["memory_gb"],
                                                        c["compute_slices"], c["memory_slices"], c["max_instances"]))
+        out: list[Recommendation] = []
+        # 1. free instances of nodes already running MIG: already paid for, no repartitioning
         groups: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
         for d in demands:
             groups[group_key(d.row["_node"])].append(d)
-        out: list[Recommendation] = []
+        taken: set[int] = set()
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
-            hosts = host_nodes(key, nodes, pods_on, by_pod, ctx)
             slots = free_slots(key, ctx.rows(frames, "mig_capacity"), nodes, profiles.get(key[1], []))
-            configs = mig_configs(profiles.get(key[1], []), layouts) if is_mig_capable(key[1]) else []
-            for placement in plan_group(members, hosts, slots, configs, t):
-                rec = self._finding(placement, frames, settings, ctx, nodes)
-                if rec is not None:
-                    out.append(rec)
+            for d, slot in take_free_slots(members, slots, t):
+                taken.add(id(d))
+                out.append(self._slot_finding(d, slot, settings, ctx, nodes))
+        # 2. each node pool: partitioned GPUs, sharing hosts and the moves they need, with binpack
+        pods_on = pods_after(inputs.placement, ctx)
+        by_pool: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
+        for d in demands:
+            if id(d) not in taken:
+                by_pool[pool_key(d.row["_node"])].append(d)
+        pool_nodes: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+        for key, n in nodes.items():
+            if pool_key(n) in by_pool and plannable(n, key, ctx):
+                pool_nodes[pool_key(n)].append(n)
+        for key, members in sorted(by_pool.items(), key=lambda kv: str(kv[0])):
+            cluster = key[0]
+            here = pool_nodes.get(key, [])
+            sharing = plan_pool(key, here, members, pods_on, {n["node"]: placed_now[(cluster, n["node"])] for n in here},
+                                inputs, profiles.get(key[3], []), layouts, t, settings, ctx)
+            if sharing is not None:
+                out += self._commit(sharing, settings, ctx, nodes)
         return out
 
     def _demands(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any], ctx: PlanContext,
                  nodes: dict[tuple[str, str], dict[str, Any]], pods_of: dict[tuple[str, str, str], list[dict[str, Any]]],
-                 t: Targets) -> list[Demand]:
+                 inputs: PoolInputs, t: Targets) -> list[Demand]:
         out = []
+        serving = serving_by_workload(frames, ctx)
         for r in ctx.rows(frames, "workload_gpu_profile"):
             cluster = str(r.get("cluster") or "")
             if ctx.ledger.workload_claimed(cluster, r["namespace"], r["workload"]):
@@ -177,45 +245,30 @@ class ConsolidationRule(Rule):
             pods = pods_of.get((cluster, r["namespace"], r["workload"]), [])
             if not pods or len(pods) > settings["max_replicas"]:
                 continue  # not running now, or several replicas spread on purpose
-            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") for p in pods):
-                continue
+            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") or p.get("fractional") for p in pods):
+                continue  # a fraction of a shared GPU (vGPU, time-slicing, KAI) is already shared
             if any(num(p.get("gang_min_member"), 1) > 1 for p in pods):
                 continue  # a gang member is not a small service
-            peak = compute_peak(r)
-            if peak > settings["max_compute"] or r.get("fb_max_mib") is None:
+            mem, compute = demand_size(r, t)
+            if compute > settings["max_compute"] or r.get("fb_max_mib") is None:
                 continue
             production, why = ctx.is_production(r)
             for p in pods:
                 node = nodes.get((cluster, p["node"]))
                 if node is None or node.get("is_mig"):
                     continue
-                row = {**r, "_node": node, "_production_reason": why}
-                out.append(Demand((cluster, r["namespace"], r["workload"]), p["pod"], p["node"],
-                                  num(r["fb_max_mib"]) * (1 + t.memory_headroom), peak, production, row))
+                row = {**r, "_node": node, "_production_reason": why,
+                       "_serving": serving.get((cluster, r["namespace"], r["workload"]))}
+                indices = tuple(int(i) for i in p.get("gpu_indices") or []) or None
+                evictable = not p.get("gang") and not pod_budgets(p, inputs.pdbs_by_ns)
+                out.append(Demand((cluster, r["namespace"], r["workload"]), p["pod"], p["node"], mem, compute,
+                                  production, row, indices, evictable))
         return out
 
-    def _finding(self, pl_: Placement, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
-                 ctx: PlanContext, nodes: dict[tuple[str, str], dict[str, Any]]) -> Recommendation | None:
-        d, r = pl_.demand, pl_.demand.row
-        freed = 1.0 - pl_.share
-        if freed <= 1e-9:
-            return None
-        kind = KIND_OF_MODE[pl_.mode]
-        cluster, node = d.key[0], d.node
-        rid = stable_id(kind, r["namespace"], r["workload"], None, None)
-        src = nodes[(cluster, node)]
-        gpu_price = num(src.get("usd_per_hour")) / max(num(src.get("gpu_count"), 1), 1)
-        ctx.ledger.account((cluster, node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
-        granted = ctx.ledger.claim(rid, (cluster, node), freed * gpu_price, freed)
-        ctx.ledger.claim_workload(cluster, r["namespace"], r["workload"], rid)
-        ctx.pods_leaving[(cluster, r["namespace"], d.pod)] = rid
-        if not pl_.existing:
-            ctx.hosts.add((cluster, pl_.node))
-        mates = sorted(f"{m.key[1]}/{m.key[2]}" for m in pl_.group if m is not d)
-        host = nodes.get((cluster, pl_.node)) or {}
-        memory = MEMORY_MIB.get(host.get("gpu_model") or "", 0) or num(r.get("gpu_memory_mib"))
-        model = r.get("gpu_model") or "GPU"
-        evidence: dict[str, Any] = {
+    # -- findings ---------------------------------------------------------------------------
+    def _evidence(self, d: Demand, settings: dict[str, Any], freed: float, gpu_price: float) -> dict[str, Any]:
+        r = d.row
+        return {
             "fb_used_max_gb": mib_to_gb(r.get("fb_max_mib")),
             "fb_used_p99_gb": mib_to_gb(r.get("fb_p99_mib")),
             "memory_needed_gb": mib_to_gb(d.mem_mib),
@@ -224,74 +277,215 @@ class ConsolidationRule(Rule):
             "compute_target_pct": pct(settings["compute_target"]),
             "sm_active_p95_pct": pct(r.get("sm_p95")),
             "gr_active_p95_pct": pct(r.get("gr_p95")),
-            "host_node": pl_.node, "host_gpus_used": pl_.gpus_used, "sharing_with": mates,
             "gpus_freed": round(freed, 3), "usd_per_gpu_hour": round(gpu_price, 4),
             "production": d.production, "production_reason": r["_production_reason"],
             "hours_observed": num(r.get("hours_held")),
             # a serving workload: its cost per 1M tokens after the change and the latency it keeps
-            **unit_cost_evidence(serving_by_workload(frames, ctx).get(d.key), 1.0, pl_.share),
+            **unit_cost_evidence(r.get("_serving"), 1.0, 1.0 - freed),
         }
-        current = {"gpus": 1, "gpu_model": r.get("gpu_model"), "node": node, "resource": "nvidia.com/gpu"}
-        target: dict[str, Any]
-        if pl_.mode == "mig":
-            prof = pl_.profile
-            assert prof is not None
-            where = (f"a free {prof.profile} instance on {pl_.node}" if pl_.existing
-                     else f"{pl_.node} repartitioned {pl_.config}" + (f", with {len(mates)} other(s)" if mates else ""))
-            title = (f"{r['namespace']}/{r['workload']} needs at most {mib_to_gb(r.get('fb_max_mib'))} GB and "
-                     f"{pct(d.compute)}% of a {model} at peak: run it on a {prof.profile} MIG slice ({where})")
-            proposed: Schema = MigProposed(prof.profile, pl_.config, f"nvidia.com/mig-{prof.profile}", 1,
-                                           r.get("gpu_model"), pl_.node, not pl_.existing, mates, round(freed, 3))
-            evidence.update(slice_memory_gb=prof.memory_gb, slice_usable_mib=round(prof.usable_mib),
-                            slice_compute_fraction=round(prof.compute_slices / 7, 3),
-                            slice_peak_load_pct=pct(d.compute * 7 / prof.compute_slices))
-            target = WorkloadTarget(**workload_ref(r)).to_dict()
-        else:
-            mps = pl_.mode == "mps"
-            config_name = sharing_config_name(pl_)
-            members = [workload_ref(m.row) for m in pl_.group]
-            proposed = (MpsProposed if mps else TimeslicingProposed)(pl_.replicas, config_name, pl_.node, mates,
-                                                                     round(freed, 3))
-            title = (f"{r['namespace']}/{r['workload']} needs at most {mib_to_gb(r.get('fb_max_mib'))} GB and "
-                     f"{pct(d.compute)}% of a {model} at peak: share {pl_.node}'s GPUs with {len(mates)} other(s) "
-                     f"via {'MPS' if mps else 'time-slicing'} ({pl_.replicas} per GPU"
-                     + (", memory-limited: production" if mps else ", non-production") + ")")
-            evidence.update(sharing_replicas=pl_.replicas, gpu_memory_gb=mib_to_gb(memory or None),
-                            client_memory_limit_gb=mib_to_gb(memory / pl_.replicas) if mps and memory else None,
-                            group_peak_p95_pct=pct(sum(sorted((m.compute for m in pl_.group), reverse=True)
-                                                       [:pl_.replicas])))
-            target = SharedGroupTarget(members, "SharedGroup", workload_ref(r)).to_dict()
+
+    def _recommendation(self, kind: str, rid: str, d: Demand, title: str, proposed: Schema, target: dict[str, Any],
+                        granted: float, evidence: dict[str, Any], settings: dict[str, Any]) -> Recommendation:
+        r = d.row
         return Recommendation(
-            rule=kind, id=rid, namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
-            title=title, current=current, proposed=proposed.to_dict(), monthly_savings_usd=monthly(granted),
+            rule=kind, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"],
+            queue=r.get("queue"), title=title, current={"gpus": 1, "gpu_model": r.get("gpu_model"), "node": d.node,
+                                                        "resource": "nvidia.com/gpu"},
+            proposed=proposed.to_dict(), monthly_savings_usd=monthly(granted),
             confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
             evidence=evidence, target=target,
         )
 
+    def _leave(self, ctx: PlanContext, d: Demand, rid: str) -> None:
+        cluster, ns, wl = d.key
+        ctx.ledger.claim_workload(cluster, ns, wl, rid)
+        ctx.pods_leaving[(cluster, ns, d.pod)] = rid
+
+    def _head(self, d: Demand) -> str:
+        r = d.row
+        return (f"{r['namespace']}/{r['workload']} needs at most {mib_to_gb(r.get('fb_max_mib'))} GB and "
+                f"{pct(d.compute)}% of a {r.get('gpu_model') or 'GPU'} at peak")
+
+    def _slot_finding(self, d: Demand, slot: Slot, settings: dict[str, Any], ctx: PlanContext,
+                      nodes: dict[tuple[str, str], dict[str, Any]]) -> Recommendation:
+        """A free instance of a node already running MIG: the workload frees its GPU less the slice."""
+        r, prof = d.row, slot.profile
+        cluster = d.key[0]
+        freed = 1.0 - prof.compute_slices / 7
+        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        src = nodes[(cluster, d.node)]
+        gpu_price = _gpu_price(src)
+        ctx.ledger.account((cluster, d.node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
+        granted = ctx.ledger.claim(rid, (cluster, d.node), freed * gpu_price, freed)
+        self._leave(ctx, d, rid)
+        evidence = self._evidence(d, settings, freed, gpu_price)
+        evidence.update(host_node=slot.node, sharing_with=[], **_slice_evidence(d, prof),
+                        restarts=[_restart(d, f"moves onto a free {prof.profile} instance of {slot.node}")])
+        title = f"{self._head(d)}: run it on a {prof.profile} MIG slice (a free {prof.profile} instance on {slot.node})"
+        proposed = MigProposed(prof.profile, slot.config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"),
+                               slot.node, False, [], round(freed, 3))
+        return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
+                                    granted, evidence, settings)
+
+    def _commit(self, sharing: PoolSharing, settings: dict[str, Any], ctx: PlanContext,
+                nodes: dict[tuple[str, str], dict[str, Any]]) -> list[Recommendation]:
+        """The findings of one pool's plan: claims on GPUs the plan leaves free, and what the later
+        rules must know (pods leaving, partitioned GPUs, sharing hosts, pods moved)."""
+        cluster = sharing.key[0]
+        room = dict(sharing.free_after)
+        out: list[Recommendation] = []
+        for name, rp in sorted(sharing.repartitions.items()):
+            if not rp.gpus:
+                continue
+            ctx.shared_gpus[(cluster, name)] = ctx.shared_gpus.get((cluster, name), 0.0) + len(rp.gpus)
+            mine = [self._repartition_finding(d, prof, index, rp, settings, ctx, nodes, room, sharing.room)
+                    for index, gpu in sorted(rp.gpus.items()) for d, prof in gpu.members]
+            record_moves(ctx, cluster, rp.evict, sharing.problem, by=mine[0].id)
+            out += mine
+        for host in sharing.hosts:
+            ctx.hosts.add((cluster, host.node))
+            mine = [self._host_finding(d, host, settings, ctx, nodes, room, sharing.room) for d in host.choice.members]
+            record_moves(ctx, cluster, host.evict, sharing.problem, by=mine[0].id)
+            out += mine
+        if out:  # the moves elsewhere that make room: every finding of the pool carries them
+            record_moves(ctx, cluster, sharing.room, sharing.problem, by=out[0].id)
+        return out
+
+    def _claim(self, rid: str, d: Demand, gpus: float, ctx: PlanContext,
+               nodes: dict[tuple[str, str], dict[str, Any]], room: dict[str, float], hosts: set[str]) -> float:
+        """Claim ``gpus`` GPUs for a finding on GPUs the pool's plan leaves free: its own node
+        first, then the others (sharing hosts last); dollars per hour granted."""
+        cluster = d.key[0]
+        order = [d.node] + sorted((n for n in room if n != d.node), key=lambda n: (n in hosts, n))
+        if d.node not in room:
+            room[d.node] = gpus  # its node is not planned with the pool: it frees its own GPU there
+        granted, left = 0.0, gpus
+        for name in order:
+            take = min(left, room.get(name, 0.0))
+            if take <= 1e-9:
+                continue
+            n = nodes[(cluster, name)]
+            ctx.ledger.account((cluster, name), num(n.get("usd_per_hour")), num(n.get("gpu_count")), price_known=True)
+            granted += ctx.ledger.claim(rid, (cluster, name), take * _gpu_price(n), take)
+            room[name] -= take
+            left -= take
+            if left <= 1e-9:
+                break
+        return granted
+
+    def _repartition_finding(self, d: Demand, prof: MigProfile, index: int, rp: Repartition, settings: dict[str, Any],
+                             ctx: PlanContext, nodes: dict[tuple[str, str], dict[str, Any]],
+                             room: dict[str, float], extra: list[dict[str, Any]]) -> Recommendation:
+        r, cluster = d.row, d.key[0]
+        gpu = rp.gpus[index]
+        freed = 1.0 - gpu.share(d)
+        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        layout = rp.layout()
+        config = mig_config_name(rp.node, layout)
+        granted = self._claim(rid, d, freed, ctx, nodes, room, set())
+        self._leave(ctx, d, rid)
+        mates = sorted(f"{m.key[1]}/{m.key[2]}" for m, _ in gpu.members if m is not d)
+        whole = rp.gpu_count - len(rp.gpus)
+        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[(cluster, d.node)]))
+        evidence.update(host_node=rp.node, host_gpu_index=index, host_gpus_partitioned=sorted(rp.gpus),
+                        host_gpus_whole=whole, sharing_with=mates, gpu_instances=gpu.devices(),
+                        **_slice_evidence(d, prof),
+                        restarts=[_restart(d, f"moves onto a {prof.profile} instance of GPU {index} on {rp.node}")]
+                        + _node_restarts(rp.evict, rp.stop_first, rp.node, d) + _room_restarts(extra),
+                        also_restarted=OPERATOR_RESTARTS)
+        title = (f"{self._head(d)}: run it on a {prof.profile} MIG slice of GPU {index} on {rp.node}"
+                 + (f", shared with {len(mates)} other(s)" if mates else "")
+                 + (f"; the node keeps {whole} GPU(s) whole" if whole else ""))
+        proposed = MigProposed(
+            prof.profile, config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"), rp.node, True, mates,
+            round(freed, 3), "mixed", index, layout, [_move(m) for m in rp.evict + extra],
+            [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in rp.stop_first])
+        return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
+                                    granted, evidence, settings)
+
+    def _host_finding(self, d: Demand, host: Host, settings: dict[str, Any], ctx: PlanContext,
+                      nodes: dict[tuple[str, str], dict[str, Any]], room: dict[str, float],
+                      extra: list[dict[str, Any]]) -> Recommendation:
+        r, cluster, choice = d.row, d.key[0], host.choice
+        kind = KIND_OF_MODE[choice.mode]
+        freed = 1.0 - choice.share(d)
+        rid = finding_id(kind, cluster_of(r), r["namespace"], r["workload"], None, None)
+        granted = self._claim(rid, d, freed, ctx, nodes, room, {host.node})
+        self._leave(ctx, d, rid)
+        mates = sorted(f"{m.key[1]}/{m.key[2]}" for m in choice.members if m is not d)
+        host_row = nodes.get((cluster, host.node)) or {}
+        memory = MEMORY_MIB.get(host_row.get("gpu_model") or "", 0) or num(r.get("gpu_memory_mib"))
+        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[(cluster, d.node)]))
+        evidence.update(host_node=host.node, host_gpus_used=choice.gpus_used, sharing_with=mates,
+                        restarts=[_restart(d, f"moves onto {host.node}, shared by {choice.mode}")]
+                        + _node_restarts(host.evict, host.stop_first, host.node, d) + _room_restarts(extra))
+        if choice.mode == "mig":  # the single strategy: every GPU of the host one named layout
+            prof = choice.profiles[id(d)][0]
+            evidence.update(**_slice_evidence(d, prof), also_restarted=OPERATOR_RESTARTS)
+            title = (f"{self._head(d)}: run it on a {prof.profile} MIG slice ({host.node} repartitioned "
+                     f"{choice.config}" + (f", with {len(mates)} other(s))" if mates else ")"))
+            proposed: Schema = MigProposed(prof.profile, choice.config, f"nvidia.com/mig-{prof.profile}", 1,
+                                           r.get("gpu_model"), host.node, True, mates, round(freed, 3), "single",
+                                           None, [], [_move(m) for m in host.evict + extra],
+                                           [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in host.stop_first])
+            return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
+                                        granted, evidence, settings)
+        mps = choice.mode == "mps"
+        members = [workload_ref(m.row) for m in choice.members]
+        proposed = (MpsProposed if mps else TimeslicingProposed)(
+            choice.replicas, sharing_config_name(host, choice), host.node, mates, round(freed, 3),
+            [_move(m) for m in host.evict + extra])
+        title = (f"{self._head(d)}: share {host.node}'s GPUs with {len(mates)} other(s) via "
+                 f"{'MPS' if mps else 'time-slicing'} ({choice.replicas} per GPU"
+                 + (", memory-limited: production" if mps else ", non-production") + ")")
+        evidence.update(sharing_replicas=choice.replicas, gpu_memory_gb=mib_to_gb(memory or None),
+                        client_memory_limit_gb=mib_to_gb(memory / choice.replicas) if mps and memory else None,
+                        group_peak_p95_pct=pct(sum(sorted((m.compute for m in choice.members), reverse=True)
+                                                   [:choice.replicas])))
+        target = SharedGroupTarget(members, "SharedGroup", workload_ref(r)).to_dict()
+        return self._recommendation(kind, rid, d, title, proposed, target, granted, evidence, settings)
+
+
+def _gpu_price(n: dict[str, Any]) -> float:
+    return num(n.get("usd_per_hour")) / max(num(n.get("gpu_count"), 1), 1)
+
+
+def _slice_evidence(d: Demand, prof: MigProfile) -> dict[str, Any]:
+    return {"slice_memory_gb": prof.memory_gb, "slice_usable_mib": round(prof.usable_mib),
+            "slice_compute_fraction": round(prof.compute_slices / 7, 3),
+            "slice_peak_load_pct": pct(d.compute * 7 / prof.compute_slices)}
+
+
+def _restart(d: Demand, why: str) -> dict[str, str]:
+    return {"pod": f"{d.key[1]}/{d.pod}", "why": why}
+
+
+def _node_restarts(evict: list[dict[str, Any]], stopped: list[Demand], node: str, me: Demand) -> list[dict[str, str]]:
+    """Pods the node's own steps restart: whole pods evicted first, small workloads stopped first."""
+    out = [{"pod": f"{m['namespace']}/{pod}",
+            "why": f"evicted from {node} first (its GPU is needed whole for the shared work); planned to land on "
+                   f"{m['to']}" + (f" with the rest of gang {m['gang']}" if m.get("gang") else "")}
+           for m in evict for pod in m["pods"]]
+    out += [{"pod": f"{s.key[1]}/{s.pod}", "why": f"stopped before its GPU on {node} is repartitioned; starts again "
+                                                  f"on its slice"} for s in stopped if s is not me]
+    return out
+
+
+def _room_restarts(moves: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [{"pod": f"{m['namespace']}/{pod}", "why": f"moved from {m['from']} to {m['to']} to make room there for "
+                                                      f"the pods the shared GPUs displace"
+             + (f" (with the rest of gang {m['gang']})" if m.get("gang") else "")}
+            for m in moves for pod in m["pods"]]
+
+
+def _move(m: dict[str, Any]) -> dict[str, Any]:
+    """A move as plans carry it (binpack's Move, with ``from``)."""
+    return {"namespace": m["namespace"], "pods": list(m["pods"]), "to": m["to"], "workload": m.get("workload"),
+            "gang": m.get("gang"), "gpus": m["gpus"], "from": m["from"]}
+
 
 def group_key(node: dict[str, Any]) -> tuple[Any, ...]:
     return (str(node.get("cluster") or ""), node.get("gpu_model"), node.get("capacity_type"), node.get("zone"))
-
-
-def host_nodes(key: tuple[Any, ...], nodes: dict[tuple[str, str], dict[str, Any]],
-               pods_on: dict[tuple[str, str], list[dict[str, Any]]], by_pod: dict[tuple[str, str, str], Demand],
-               ctx: PlanContext) -> list[HostNode]:
-    """Nodes of the group that may take one configuration: not MIG, not already sharing, and
-    every GPU pod on them a demand of this plan (or scaled away by an earlier finding)."""
-    out = []
-    for (cluster, name), n in nodes.items():
-        if group_key(n) != key or n.get("is_mig") or n.get("device_plugin_config"):
-            continue
-        if (n.get("sharing_strategy") or "none") not in ("none", ""):
-            continue
-        pods = [p for p in pods_on.get((cluster, name), [])
-                if (cluster, p["namespace"], p["workload"]) not in ctx.workloads_leaving]
-        own = [by_pod.get((cluster, p["namespace"], p["pod"])) for p in pods]
-        if not pods or any(d is None for d in own):
-            continue
-        memory = MEMORY_MIB.get(n.get("gpu_model") or "", 0) or max(num(d.row.get("gpu_memory_mib")) for d in own if d)
-        out.append(HostNode(name, int(num(n.get("gpu_count"))), memory, [d for d in own if d is not None]))
-    return out
 
 
 def free_slots(key: tuple[Any, ...], capacity: list[dict[str, Any]], nodes: dict[tuple[str, str], dict[str, Any]],
@@ -309,8 +503,14 @@ def free_slots(key: tuple[Any, ...], capacity: list[dict[str, Any]], nodes: dict
     return out
 
 
-def sharing_config_name(p: Placement) -> str:
+def mig_config_name(node: str, layout: list[dict[str, Any]]) -> str:
+    """The node's own mig-parted config (a label value), named after the node and its layout (the
+    config lives in its cluster's mig-manager ConfigMap, so the cluster is not part of the name)."""
+    return "gpuinsight-" + stable_id("mig-layout", node, json.dumps(layout, sort_keys=True))[-12:]
+
+
+def sharing_config_name(host: Host, choice: HostChoice) -> str:
     """One device-plugin config per host node, named after its members (a stable label value)."""
-    names = sorted(f"{m.key[1]}/{m.key[2]}" for m in p.group)
-    digest = stable_id("sharing", p.node, *names)[-8:]
-    return f"{'mps' if p.mode == 'mps' else 'ts'}-{p.replicas}x-{digest}"
+    names = sorted(f"{m.key[1]}/{m.key[2]}" for m in choice.members)
+    digest = stable_id("sharing", host.node, *names)[-8:]
+    return f"{'mps' if choice.mode == 'mps' else 'ts'}-{choice.replicas}x-{digest}"

@@ -1,22 +1,25 @@
-"""The consolidation planner (pure): pack small single-GPU workloads of one GPU model onto
-fewer GPUs, as MIG slices or shared GPUs, using the GPUs they already hold.
+"""How small workloads share GPUs (pure): demands, MIG instances per GPU, shared-GPU groups.
 
-Every workload is a *demand*: framebuffer it must be given (its observed maximum plus
-headroom), peak compute (short-window p95) and whether it is production. Capacity is
-(1) free instances on nodes that already run MIG, and (2) *host* nodes: nodes whose GPU pods
-are all demands of this plan, so that the whole node can be given one configuration:
+Every small workload is a *demand*: framebuffer it must be given (its observed maximum plus
+headroom, :func:`demand_size`), peak compute (short-window p95) and whether it is production.
+The shapes of sharing:
 
-* MIG, a named mig-parted layout on every GPU (``all-<profile>`` or ``all-balanced``): each
-  demand takes one instance whose memory and compute slices hold it (compute at most the
-  target share of the slice). Production and other work may share a GPU (MIG isolates them).
-* MPS with ``R`` replicas per GPU: the device plugin gives each client 1/R of the memory and
-  of the compute, so each demand must fit 1/R; production only.
-* time-slicing with ``R`` replicas: no isolation, so any ``R`` clients that could meet on one
-  GPU must fit together (memory summed, compute summed under the target); non-production only.
+* **MIG, per GPU** (:func:`pack_mig_gpus`): a GPU is partitioned into instances, one per demand,
+  each the smallest whose memory and compute slices hold it (compute at most the target share of
+  the slice), the instances of one GPU within one of its valid layouts (the MIG user guide's
+  placement rules, ``mig_catalog``). Production and other work may share a GPU (MIG isolates
+  them in hardware). A node may partition some GPUs and keep the others whole.
+* **MIG, a named layout on every GPU of a node** (``all-<profile>``, ``all-balanced``:
+  :func:`mig_configs`): for nodes whose device plugin runs the single strategy, where a node's
+  GPUs are either all MIG with one profile or none.
+* **MPS with ``R`` replicas per GPU**, production only: the device plugin gives each client 1/R
+  of the memory and of the compute, so each demand must fit 1/R.
+* **time-slicing with ``R`` replicas**, non-production only: no isolation, so any ``R`` clients
+  that could meet on one GPU must fit together (memory summed, compute summed under the target).
 
-Which physical GPU a shared replica lands on is the device plugin's choice, hence the "any R"
-rule on multi-GPU nodes. Hosts are opened greedily (the node holding most demands first), each
-with the configuration that frees the most GPUs; a host that frees nothing is not used.
+MPS, time-slicing and the single strategy configure a whole node (the device plugin's config
+applies to every GPU of it: :func:`best_host_choice`); which physical GPU a shared replica
+lands on is the device plugin's choice, hence the "any R" rule on multi-GPU nodes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinsight.rules.common import compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits_a_layout
 
 # Per-GPU instance classes of mig-parted's `all-balanced` (2 x 1g, 1 x 2g, 1 x 3g on 7-slice GPUs).
@@ -42,43 +46,12 @@ class Demand:
     compute: float                # peak compute as a share of a whole GPU
     production: bool
     row: dict[str, Any] = field(default_factory=dict, repr=False)
+    gpu_indices: tuple[int, ...] | None = None  # the GPU(s) its pod holds now (DCGM), None: unknown
+    evictable: bool = False       # its pod may be stopped before a repartition (no PDB, not a gang)
 
     @property
     def size(self) -> float:
         return max(self.mem_mib / 81920.0, self.compute)
-
-
-@dataclass
-class HostNode:
-    node: str
-    gpu_count: int
-    memory_mib: float
-    own: list[Demand]             # the demands running on it now
-
-
-@dataclass
-class Slot:
-    """A free MIG instance on a node that already runs MIG."""
-
-    node: str
-    profile: MigProfile
-    config: str
-
-
-@dataclass
-class Placement:
-    """Where one demand goes."""
-
-    demand: Demand
-    mode: str                     # mig | mps | time-slicing
-    node: str                     # the host (or existing MIG) node
-    config: str                   # mig-parted config name, or the sharing replicas as text
-    profile: MigProfile | None    # the MIG instance it takes
-    share: float                  # share of a GPU it costs now (its GPU less this is freed)
-    replicas: int = 0             # sharing replicas per GPU
-    group: list[Demand] = field(default_factory=list)  # every demand on the same host
-    gpus_used: int = 0            # GPUs of the host the group needs
-    existing: bool = False        # a free instance on a node already running MIG
 
 
 @dataclass(frozen=True)
@@ -87,6 +60,13 @@ class Targets:
     compute_target: float
     ts_memory_fill: float
     max_clients: int
+
+
+def demand_size(row: dict[str, Any], t: Targets) -> tuple[float, float]:
+    """What a workload must be given where it shares a GPU: framebuffer (MiB: the observed
+    maximum plus headroom) and compute (its short-window p95 as a share of a GPU). The one
+    place a workload's demand is sized."""
+    return num(row.get("fb_max_mib")) * (1 + t.memory_headroom), compute_peak(row)
 
 
 def slices_needed(d: Demand, t: Targets) -> int:
@@ -98,7 +78,69 @@ def fits_profile(d: Demand, p: MigProfile, t: Targets) -> bool:
     return p.usable_mib >= d.mem_mib and p.compute_slices >= slices_needed(d, t) and p.compute_slices < 7
 
 
-# -- MIG hosts -------------------------------------------------------------------------------
+def slice_profiles(profiles: list[MigProfile]) -> list[MigProfile]:
+    """The instances a demand may get: less than the whole GPU, no media-extension variants."""
+    return sorted((p for p in profiles if p.compute_slices < 7 and "+me" not in p.profile),
+                  key=lambda p: (p.compute_slices, p.memory_slices, p.profile))
+
+
+def layout_ok(classes: Counter[str], layouts: list[Counter[str]], per_gpu: list[MigProfile]) -> bool:
+    """Whether a multiset of slice classes fits one GPU: within a valid layout when the catalog
+    has them, else within the GPU's 7 compute and 8 memory slices."""
+    if layouts:
+        return fits_a_layout(classes, layouts)
+    by_class = {p.slice_class: p for p in per_gpu}
+    return (sum(by_class[c].compute_slices * n for c, n in classes.items()) <= 7
+            and sum(by_class[c].memory_slices * n for c, n in classes.items()) <= 8)
+
+
+# -- MIG per GPU --------------------------------------------------------------------------------
+@dataclass
+class MigGpu:
+    """One GPU partitioned for demands: the instance each takes."""
+
+    members: list[tuple[Demand, MigProfile]] = field(default_factory=list)
+
+    def classes(self) -> Counter[str]:
+        return Counter(p.slice_class for _, p in self.members)
+
+    def devices(self) -> dict[str, int]:
+        """The GPU's mig-parted ``mig-devices``: profile -> count."""
+        return dict(sorted(Counter(p.profile for _, p in self.members).items()))
+
+    def share(self, d: Demand) -> float:
+        """The part of the GPU a member costs: its compute slices over those of every member."""
+        total = sum(p.compute_slices for _, p in self.members)
+        return next(p.compute_slices for m, p in self.members if m is d) / total
+
+    @property
+    def gain(self) -> int:
+        return len(self.members) - 1
+
+
+def pack_mig_gpus(demands: Iterable[Demand], profiles: list[MigProfile], layouts: list[Counter[str]],
+                  t: Targets) -> list[MigGpu]:
+    """First-fit decreasing of the demands that fit a MIG instance onto GPUs, each GPU any
+    valid layout: a demand takes the smallest instance that keeps its GPU's layout valid, on
+    the first GPU where one does. Demands that fit no instance are left out."""
+    usable = slice_profiles(profiles)
+    gpus: list[MigGpu] = []
+    for d in sorted(demands, key=lambda d: (-slices_needed(d, t), -d.mem_mib, d.key, d.pod)):
+        fits = [p for p in usable if fits_profile(d, p, t)]
+        if not fits:
+            continue
+        for gpu in gpus:
+            have = gpu.classes()
+            prof = next((p for p in fits if layout_ok(have + Counter([p.slice_class]), layouts, usable)), None)
+            if prof is not None:
+                gpu.members.append((d, prof))
+                break
+        else:
+            gpus.append(MigGpu([(d, fits[0])]))
+    return gpus
+
+
+# -- MIG, one named layout on every GPU of a node ----------------------------------------------
 def mig_configs(profiles: list[MigProfile], layouts: list[Counter[str]] | None = None
                 ) -> list[tuple[str, list[MigProfile]]]:
     """(mig-parted config name, instances per GPU) for the named layouts of one model that the
@@ -142,7 +184,7 @@ def pack_mig(first: list[Demand], rest: list[Demand], per_gpu: list[MigProfile],
     return placed, len(free)
 
 
-# -- shared GPUs -----------------------------------------------------------------------------
+# -- shared GPUs (MPS, time-slicing) ------------------------------------------------------------
 def _largest(values: Iterable[float], n: int) -> float:
     return sum(sorted(values, reverse=True)[:n])
 
@@ -154,6 +196,14 @@ def shared_ok(members: list[Demand], gpus: int, replicas: int, memory_mib: float
         return all(d.mem_mib <= memory_mib / replicas and d.compute <= t.compute_target / replicas for d in members)
     return (_largest((d.mem_mib for d in members), replicas) <= memory_mib * t.ts_memory_fill
             and _largest((d.compute for d in members), replicas) <= t.compute_target)
+
+
+@dataclass
+class HostNode:
+    node: str
+    gpu_count: int
+    memory_mib: float
+    own: list[Demand]             # the demands running on it now
 
 
 def pack_shared(own: list[Demand], orders: list[list[Demand]], host: HostNode, replicas: int, mps: bool,
@@ -175,11 +225,12 @@ def pack_shared(own: list[Demand], orders: list[list[Demand]], host: HostNode, r
     return best
 
 
-# -- the planner -----------------------------------------------------------------------------
 @dataclass
 class HostChoice:
-    mode: str
-    config: str
+    """A node given one configuration for all its GPUs: MPS, time-slicing or a named MIG layout."""
+
+    mode: str                     # mig | mps | time-slicing
+    config: str                   # mig-parted config name, or the sharing replicas as text
     members: list[Demand]
     gpus_used: int
     replicas: int = 0
@@ -189,21 +240,24 @@ class HostChoice:
     def gain(self) -> int:
         return len(self.members) - self.gpus_used
 
+    def share(self, d: Demand) -> float:
+        return self.gpus_used / len(self.members)
+
 
 def best_host_choice(host: HostNode, orders: list[list[Demand]], configs: list[tuple[str, list[MigProfile]]],
                      t: Targets) -> HostChoice | None:
     """The configuration of ``host`` that frees most GPUs, taking its own demands and others
-    (``orders``: the candidates, smallest first and largest first)."""
+    (``orders``: the candidates, smallest first and largest first); ``configs`` are the named
+    MIG layouts it may take (none where the node cannot run MIG that way)."""
     own = host.own
     others = list({id(d): d for order in orders for d in order}.values())
     choices: list[HostChoice] = []
-    if configs:
-        for config, per_gpu in configs:
-            packed = pack_mig(own, others, per_gpu, host.gpu_count, t)
-            if packed is not None:
-                placed, used = packed
-                choices.append(HostChoice("mig", config, [d for d, _, _ in placed], used,
-                                          profiles={id(d): (p, g) for d, p, g in placed}))
+    for config, per_gpu in configs:
+        packed = pack_mig(own, others, per_gpu, host.gpu_count, t)
+        if packed is not None:
+            placed, used = packed
+            choices.append(HostChoice("mig", config, [d for d, _, _ in placed], used,
+                                      profiles={id(d): (p, g) for d, p, g in placed}))
     prod = {d.production for d in own}
     for mps in (True, False):
         if (True in prod and not mps) or (False in prod and mps):
@@ -218,40 +272,25 @@ def best_host_choice(host: HostNode, orders: list[list[Demand]], configs: list[t
     return min(choices, key=lambda c: (-c.gain, c.mode != "mig", c.replicas, c.config)) if choices else None
 
 
-def plan_group(demands: list[Demand], hosts: list[HostNode], slots: list[Slot],
-               configs: list[tuple[str, list[MigProfile]]], t: Targets) -> list[Placement]:
-    """Placements for one group (cluster, GPU model, capacity type, zone); ``configs`` are the
-    MIG layouts hosts may take (none for GPUs without MIG)."""
-    out: list[Placement] = []
-    placed: set[int] = set()
-    # 1. free instances of nodes already running MIG: already paid for, no repartitioning
+# -- free instances on nodes that already run MIG -----------------------------------------------
+@dataclass
+class Slot:
+    """A free MIG instance on a node that already runs MIG."""
+
+    node: str
+    profile: MigProfile
+    config: str
+
+
+def take_free_slots(demands: list[Demand], slots: list[Slot], t: Targets) -> list[tuple[Demand, Slot]]:
+    """Largest demands first, each into the smallest free instance that holds it: already paid
+    for, no repartitioning."""
     free = list(slots)
+    out = []
     for d in sorted(demands, key=lambda d: (-d.size, d.key)):
         fit = [s for s in free if fits_profile(d, s.profile, t)]
         if fit:
             s = min(fit, key=lambda s: (s.profile.compute_slices, s.profile.memory_slices, s.node))
             free.remove(s)
-            placed.add(id(d))
-            out.append(Placement(d, "mig", s.node, s.config, s.profile, s.profile.compute_slices / 7,
-                                 group=[d], existing=True))
-    # 2. host nodes, the one holding most demands first
-    ascending = sorted(demands, key=lambda d: (d.size, d.key))
-    for host in sorted(hosts, key=lambda h: (-len(h.own), h.gpu_count, h.node)):
-        own = [d for d in host.own if id(d) not in placed]
-        if not own:
-            continue
-        mine = {id(d) for d in own}
-        free_cands = [d for d in ascending if id(d) not in placed and id(d) not in mine]
-        # enough candidates to fill the host twice over, smallest first and largest first
-        n = 2 * host.gpu_count * max(t.max_clients, 7)
-        orders = [free_cands[:n], free_cands[::-1][:n]]
-        choice = best_host_choice(HostNode(host.node, host.gpu_count, host.memory_mib, own), orders, configs, t)
-        if choice is None:
-            continue
-        share = choice.gpus_used / len(choice.members)
-        for d in choice.members:
-            placed.add(id(d))
-            prof = choice.profiles[id(d)][0] if id(d) in choice.profiles else None
-            out.append(Placement(d, choice.mode, host.node, choice.config, prof, share, choice.replicas,
-                                 group=choice.members, gpus_used=choice.gpus_used))
+            out.append((d, s))
     return out

@@ -21,16 +21,33 @@ class PlanContext:
     # (cluster, namespace, pod) and (cluster, namespace, workload) -> the finding that takes them away
     pods_leaving: dict[tuple[str, str, str], str] = field(default_factory=dict)
     workloads_leaving: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    hosts: set[tuple[str, str]] = field(default_factory=set)
+    hosts: set[tuple[str, str]] = field(default_factory=set)   # nodes given a sharing config as a whole
+    # (cluster, node) -> GPUs of it partitioned with MIG for shared work (the rest stays whole)
+    shared_gpus: dict[tuple[str, str], float] = field(default_factory=dict)
+    # budget (``pdb:cluster/ns/name``, ``gang:cluster/ns/name``) -> evictions earlier findings of the plan make
+    evictions: dict[str, int] = field(default_factory=dict)
+    # every rule's resolved settings (the pool planner reads binpack's: which pods may move)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
     relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
     # ... and per pod: (cluster, namespace, pod) -> the node it moves to
     pods_moved: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # pods an earlier finding moves off their node (to make room for shared GPUs) -> that finding
+    moved_by: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # the label keys of each topology level (the topology rule's settings; binpack reads them too)
     topology_labels: dict[str, Any] = field(default_factory=dict)
     _topology: Topology | None = field(default=None, repr=False)
     _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
+
+    def rule_settings(self, name: str) -> dict[str, Any]:
+        """A rule's resolved settings: the plan's, else the rule's defaults."""
+        if name not in self.settings:
+            from gpuinsight.rules.registry import SETTING_GROUPS
+
+            rule = next(r for r in SETTING_GROUPS if r.name == name)
+            self.settings[name] = rule.resolve_settings()
+        return self.settings[name]
 
     def rows(self, frames: dict[str, Any], name: str) -> list[dict[str, Any]]:
         """A frame as row dicts, converted once per plan (read-only: rules copy before changing)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -36,15 +36,16 @@ def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 class LabelIndex:
-    """Items (pods) of each namespace indexed by their (label, value) pairs, so a selector with
+    """Items (pods) of each namespace (any key naming one: (cluster, namespace) when items of
+    several clusters are indexed together) indexed by their (label, value) pairs, so a selector with
     matchLabels is checked only against the items carrying its rarest pair instead of every item
     of the namespace (at fleet scale: hundreds of PDBs x thousands of pods). ``covered`` gives
     exactly the items ``selector_matches`` accepts."""
 
-    def __init__(self, items: Iterable[T], namespace: Callable[[T], str],
+    def __init__(self, items: Iterable[T], namespace: Callable[[T], Hashable],
                  labels: Callable[[T], dict[str, Any]]) -> None:
-        self.all: dict[str, list[tuple[T, dict[str, Any]]]] = {}
-        self.by_pair: dict[tuple[str, str, Any], list[tuple[T, dict[str, Any]]]] = {}
+        self.all: dict[Hashable, list[tuple[T, dict[str, Any]]]] = {}
+        self.by_pair: dict[tuple[Hashable, str, Any], list[tuple[T, dict[str, Any]]]] = {}
         for item in items:
             ns, item_labels = namespace(item), labels(item)
             entry = (item, item_labels)
@@ -53,7 +54,7 @@ class LabelIndex:
                 with contextlib.suppress(TypeError):  # an unhashable value is never a selector's
                     self.by_pair.setdefault((ns, key, value), []).append(entry)
 
-    def covered(self, namespace: str, selector: dict[str, Any]) -> list[T]:
+    def covered(self, namespace: Hashable, selector: dict[str, Any]) -> list[T]:
         candidates = self.all.get(namespace, [])
         for key, value in (selector.get("matchLabels") or {}).items():
             try:

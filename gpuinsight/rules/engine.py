@@ -57,7 +57,7 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     (a violation is a bug and raises :class:`gpuinsight.rules.ledger.LedgerError`)."""
     resolved = resolve_all(settings)
     ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]),
-                      topology_labels=topology_label_settings(resolved))
+                      topology_labels=topology_label_settings(resolved), settings=resolved)
     recs: list[Recommendation] = []
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:
@@ -67,12 +67,27 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     ids = [r.id for r in recs]
     if len(set(ids)) != len(ids):
         raise AssertionError(f"duplicate finding ids in a plan: {sorted({i for i in ids if ids.count(i) > 1})}")
+    known = frame_clusters(frames)
+    strays = sorted({f"{r.id} ({r.cluster})" for r in recs if known and r.cluster not in known})
+    if strays:
+        raise AssertionError(f"findings of a cluster the frames do not hold: {strays}")
     for rec in recs:
         rec.evidence["saving_basis"] = KINDS[rec.rule].saving_basis
         rec.evidence["claims"] = ctx.ledger.evidence_for(rec.id)
     ctx.ledger.check({r.id: r.monthly_savings_usd for r in recs})
-    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.id))
+    # equal savings: by what the findings are about (not by id, a hash), so the same stack in
+    # two clusters lists its findings, and emits its steps, in the same order in each
+    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.cluster, r.namespace or "", r.workload or "",
+                             r.node or "", r.queue or "", r.id))
     return recs, ctx
+
+
+def frame_clusters(frames: dict[str, pl.DataFrame]) -> list[str]:
+    """The clusters the frames hold data for (the analysis window has a row per cluster)."""
+    w = frames.get("analysis_window")
+    if w is None or "cluster" not in w.columns:
+        return []
+    return sorted({str(c) for c in w.get_column("cluster").to_list() if c})
 
 
 def evaluate_rules(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
@@ -89,10 +104,14 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
     now = datetime.now(UTC)
     plan = Plan(plan_id=Plan.new_id(now), created_at=now, catalog=w["catalog"].max() if w.height else None,
                 window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
-                recommendations=recs, spend_monthly_usd=round(ctx.ledger.spend_monthly_usd(), 2))
+                recommendations=recs, spend_monthly_usd=round(ctx.ledger.spend_monthly_usd(), 2),
+                clusters=frame_clusters(frames))
     basis = plan.savings_by_basis
     plan.notes.append("savings ledger: " + ", ".join(f"{k} ${v:,.0f}/month" for k, v in sorted(basis.items()))
                       + f" of a ${plan.spend_monthly_usd:,.0f}/month spend; each node and GPU-hour counted once")
+    if len(plan.clusters) > 1:
+        plan.notes.append("savings per cluster: " + ", ".join(
+            f"{c} ${v:,.0f}/month" for c, v in plan.savings_by_cluster().items()))
     attach_actions(gi, plan)
     store_plan(gi.wh, plan)
     return plan
@@ -114,7 +133,7 @@ def store_plan(wh: Warehouse, plan: Plan) -> None:
         return
     created = plan.created_at.astimezone(UTC).replace(tzinfo=None) if plan.created_at.tzinfo else plan.created_at
     frame = pl.DataFrame([
-        {"plan_id": plan.plan_id, "id": r.id, "rule": r.rule, "namespace": r.namespace, "workload": r.workload,
+        {"plan_id": plan.plan_id, "id": r.id, "rule": r.rule, "cluster": r.cluster, "namespace": r.namespace, "workload": r.workload,
          "node": r.node, "queue": r.queue, "title": r.title, "monthly_savings_usd": r.monthly_savings_usd,
          "confidence": r.confidence, "body": json.dumps(r.to_dict(), default=str), "created_at": created}
         for r in plan.recommendations

@@ -17,11 +17,12 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
     SCALE_TARGET_KINDS,
+    cluster_of,
     compute_evidence,
     compute_peak,
     evidence_confidence,
@@ -98,7 +99,7 @@ class IdleRule(Rule):
 
     def _finding(self, r: dict[str, Any], frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext, hours: float, run: list[int] | None, zero_tokens: bool = False) -> Recommendation:
-        rid = stable_id("idle", r["namespace"], r["workload"], None, None)
+        rid = finding_id("idle", cluster_of(r), r["namespace"], r["workload"], None, None)
         share = 1.0 if run is None else 1.0 - len(run) / 24.0
         granted = ctx.claim_workload_hours(rid, r, frames, share)
         if run is None:  # scaled away: its pods leave their nodes (periodic work keeps its place)
@@ -120,7 +121,7 @@ class IdleRule(Rule):
                      f"at {hours_label(run)} UTC: run it on a schedule and scale it to zero in between")
             proposed = IdleProposed(0, "periodic", Schedule(run).to_dict())
         return Recommendation(
-            rule="idle", id=rid,
+            rule="idle", id=rid, cluster=cluster_of(r),
             namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=title,
             current={"gpus": gpus, "workload_kind": r.get("workload_kind")},

@@ -35,10 +35,11 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    cluster_of,
     evidence_confidence,
     mib_to_gb,
     monthly,
@@ -122,7 +123,7 @@ class InputStarvedRule(Rule):
         duty = num(sig.get("duty_cycle"))
         target = settings["target_duty_cycle"]
         share = max(0.0, 1.0 - duty / target) if target > 0 else 0.0
-        rid = stable_id("input_starved", r["namespace"], r["workload"], None, None)
+        rid = finding_id("input_starved", cluster_of(r), r["namespace"], r["workload"], None, None)
         granted = ctx.claim_workload_time(rid, r, frames, share)
         cause, why, measured = diagnose(sig, settings)
         cost_month = monthly(num(r.get("cost_usd")) / hours)
@@ -143,7 +144,7 @@ class InputStarvedRule(Rule):
                       f"{step} s steps, one reading per step (the step's value is its min and max)")
         model = r.get("gpu_model") or "GPU"
         return Recommendation(
-            rule="input_starved", id=rid, namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
+            rule="input_starved", id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=(f"{r['namespace']}/{r['workload']} keeps {gpus:g} {model} GPU(s) waiting for input "
                    f"{pct(1 - duty)}% of the time (bursts at {pct(sig.get('burst_level'))}%, framebuffer full): "
                    f"{why}; fix the input pipeline, not the GPUs"),

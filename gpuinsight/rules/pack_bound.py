@@ -9,10 +9,18 @@ this order: the cost of the nodes kept; how widely each moved gang lands (the do
 tightest level first: nodes, then racks/blocks, so one fewer rack outweighs any number of nodes);
 the GPUs moved. The first term alone decides the nodes kept, so the topology preference never
 costs a node: it only chooses among plans of the same cost.
+
+The same problem carries what GPU sharing needs of the pool (the consolidation rule plans it
+with binpack, :mod:`gpuinsight.rules.pool_plan`): ``shared_gpus`` GPUs to be partitioned with
+MIG for small workloads, placed on nodes that allow it (``PoolNode.mig_slots``), each on a GPU
+that is free before the node is repartitioned (``PoolNode.early_free`` GPUs, plus those of whole
+pods the plan moves off the node); sharing hosts (``PoolNode.evacuate``) that every whole pod
+leaves and none enters; and GPUs already given to shared work (``PoolNode.fixed``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections import defaultdict
@@ -22,6 +30,8 @@ from typing import Any
 MAX_VARIABLES = 6000
 # The spread pass only orders plans that release the same nodes: past this it keeps its best plan
 SPREAD_TIME_LIMIT_S = 0.25
+# A small workload stopped before its GPU is repartitioned, against a GPU of whole pods moved (1)
+STOP_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,13 @@ class PoolNode:
     domains: tuple[str, ...] = () # network domains above the node (NVLink domain, rack, block), tightest first
     closed: bool = False          # takes no arrivals: what it holds already exceeds what it may hold
                                   # (GPUs returned in time by work that keeps its place)
+    fixed: float = 0.0            # GPUs given to shared work (MIG-partitioned, planned earlier): stay
+    mig_slots: int = 0            # GPUs of it that may be MIG-partitioned for the pool's shared GPUs
+    early_free: float = 0.0       # GPUs free before a repartition without moving a whole pod of the
+                                  # problem (free now, or held by small workloads stopped first)
+    free_now: float = 0.0         # of those, free now: no workload is stopped for them
+    production_stops: float = 0.0  # of those, held by production workloads (stopped last)
+    evacuate: bool = False        # becomes a sharing host: every whole pod leaves, none arrives
 
 
 @dataclass
@@ -56,6 +73,8 @@ class PoolProblem:
     nodes: list[PoolNode]
     pods: list[PoolPod]
     budgets: dict[str, int] = field(default_factory=dict)  # budget -> most pods evicted
+    shared_gpus: int = 0          # MIG-partitioned GPUs to place (interchangeable, one GPU each)
+    release: bool = True          # False: release no node, only move what the shared GPUs need
 
     def gangs(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = defaultdict(list)
@@ -94,6 +113,8 @@ class PoolPlan:
     moved_gangs: set[str]         # strict gangs evicted (all their pods restart)
     method: str                   # ilp | greedy
     optimal: bool                 # proven optimal for the problem
+    shared: dict[int, int] = field(default_factory=dict)  # node index -> shared GPUs placed on it
+    feasible: bool = True         # every shared GPU placed and every sharing host emptied
 
     def evicted(self, problem: PoolProblem) -> list[int]:
         return [i for i, p in enumerate(problem.pods)
@@ -113,6 +134,19 @@ def check_plan(problem: PoolProblem, plan: PoolPlan) -> list[str]:
     for i, p in enumerate(problem.pods):
         if plan.assign[i] != p.node and problem.nodes[plan.assign[i]].closed:
             errors.append(f"pod {p.name} moved onto {problem.nodes[plan.assign[i]].name}, which takes no arrivals")
+        if problem.nodes[plan.assign[i]].evacuate:
+            errors.append(f"pod {p.name} stays on or moves onto {problem.nodes[plan.assign[i]].name}, a sharing host")
+    if sum(plan.shared.values()) != problem.shared_gpus:
+        errors.append(f"{sum(plan.shared.values())} of {problem.shared_gpus} shared GPUs placed")
+    for j, nd in enumerate(problem.nodes):
+        load[j] += nd.fixed + plan.shared.get(j, 0)
+        count = plan.shared.get(j, 0)
+        if not count:
+            continue
+        moved_off = sum(p.gpus for i, p in enumerate(problem.pods) if p.node == j and plan.assign[i] != j)
+        if count > nd.mig_slots or nd.evacuate or count > nd.early_free + moved_off + 1e-9:
+            errors.append(f"node {nd.name}: {count} shared GPUs, {nd.mig_slots} may be partitioned, "
+                          f"{nd.early_free + moved_off:g} free before the repartition")
     for j, total in load.items():
         if total > problem.nodes[j].capacity + 1e-9:
             errors.append(f"node {problem.nodes[j].name}: {total:g} GPUs over its capacity {problem.nodes[j].capacity:g}")
@@ -150,7 +184,8 @@ def _highs() -> Any:
 
 def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables: int = MAX_VARIABLES
               ) -> PoolPlan | None:
-    """The exact plan, or None when the pool is too big or HiGHS found no proven optimum in time.
+    """The exact plan, or None when the pool is too big, has no plan (a shared GPU with no room,
+    a sharing host that cannot be emptied) or HiGHS found no proven optimum in time.
 
     Solved in two passes: node cost then GPUs moved; and only when that plan lands a moved gang
     on more than one node, again with the gangs' spread in between, the node cost capped at the
@@ -159,9 +194,11 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
     best plan so far (the nodes released stay optimal, the landing may not be the tightest)."""
     n_nodes = len(problem.nodes)
     free = [i for i, p in enumerate(problem.pods) if not p.pinned and p.gang not in problem.pinned_gangs()]
-    if len(free) * n_nodes > max_variables:
+    if len(free) * n_nodes + (n_nodes if problem.shared_gpus else 0) > max_variables:
         return None
-    if not problem.pods:
+    if any(problem.nodes[p.node].evacuate for i, p in enumerate(problem.pods) if i not in set(free)):
+        return None  # a pod that may not move sits on a node that must be emptied
+    if not problem.pods and not problem.shared_gpus:
         return PoolPlan([], set(), "ilp", True)
     first = _solve_ilp(problem, free, time_limit_s, spread=False)
     if first is None:
@@ -174,9 +211,22 @@ def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables:
     return second[0] if second is not None else plan
 
 
+def _constraint(h: Any, expr: Any) -> bool:
+    """Add a constraint; one that folded to a constant is checked instead (False: infeasible)."""
+    if isinstance(expr, bool):
+        return expr
+    h.addConstr(expr)
+    return True
+
+
+def _stay(x: dict[tuple[int, int], Any], i: int, node: int) -> Any:
+    """The variable "pod i stays on its node", or 0 where it may not (a sharing host)."""
+    return x.get((i, node), 0)
+
+
 def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, spread: bool,
                cost_cap: float | None = None) -> tuple[PoolPlan, float] | None:
-    """One HiGHS solve: the plan and its node-cost term."""
+    """One HiGHS solve: the plan and its node-cost term (None: no plan, or none proven in time)."""
     import highspy
 
     n_nodes = len(problem.nodes)
@@ -188,28 +238,55 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
     load: dict[int, list[Any]] = defaultdict(list)
     fixed: dict[int, float] = defaultdict(float)
     free_set = set(free)
+    for j, nd in enumerate(problem.nodes):
+        fixed[j] += nd.fixed
     for i, p in enumerate(problem.pods):
         if i not in free_set:
             fixed[p.node] += p.gpus
             continue
         for j in range(n_nodes):
-            if problem.nodes[j].closed and j != p.node:
+            if (problem.nodes[j].closed and j != p.node) or problem.nodes[j].evacuate:
                 continue
             x[i, j] = h.addBinary()
             load[j].append(p.gpus * x[i, j])
-        h.addConstr(sum(x[i, j] for j in range(n_nodes) if (i, j) in x) == 1)
+        if not _constraint(h, sum(x[i, j] for j in range(n_nodes) if (i, j) in x) == 1):
+            return None
+    shared: dict[int, Any] = {}
+    stop_terms: list[Any] = []
+    if problem.shared_gpus:
+        for j, nd in enumerate(problem.nodes):
+            room = min(nd.mig_slots, math.floor(nd.capacity - nd.fixed + 1e-9))
+            if room <= 0 or nd.closed or nd.evacuate:
+                continue
+            c = shared[j] = h.addIntegral(lb=0, ub=room)
+            load[j].append(c)
+            # each shared GPU goes on a GPU that is free before the node is repartitioned
+            moved_off = [problem.pods[i].gpus * (1 - x[i, j]) for i in free if problem.pods[i].node == j]
+            _constraint(h, c <= nd.early_free + sum(moved_off))
+            # small workloads stopped first for it (after free GPUs and those of pods moved away),
+            # production ones last: a stop costs less than a move, and counts only between plans
+            # that keep and move the same
+            stops = h.addVariable(lb=0)
+            _constraint(h, stops >= c - nd.free_now - sum(moved_off))
+            production = h.addVariable(lb=0)
+            _constraint(h, production >= stops - (nd.early_free - nd.free_now - nd.production_stops))
+            stop_terms += [STOP_WEIGHT * stops, STOP_WEIGHT * production]
+        if not _constraint(h, sum(shared.values()) == problem.shared_gpus):
+            return None
     for j, nd in enumerate(problem.nodes):
-        if fixed[j] > 0:
+        if fixed[j] > 0 or nd.evacuate:
             h.addConstr(y[j] == 1)
         if load[j]:
-            h.addConstr(sum(load[j]) <= max(nd.capacity - fixed[j], 0.0) * y[j])
+            room = nd.capacity - fixed[j]
+            h.addConstr(sum(load[j]) <= (room if room > 1e-9 else 0.0) * y[j])  # no tiny coefficient
     gang_var: dict[str, Any] = {}
     for gang, members in problem.gangs().items():
         if gang in problem.pinned_gangs():
             continue
         m = gang_var[gang] = h.addBinary()
         for i in members:
-            h.addConstr(x[i, problem.pods[i].node] + m >= 1)
+            if not _constraint(h, _stay(x, i, problem.pods[i].node) + m >= 1):
+                return None
     evict: dict[str, list[Any]] = defaultdict(list)
     for i in free:
         p = problem.pods[i]
@@ -220,25 +297,27 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
         terms = []
         for i in members:
             p = problem.pods[i]
-            terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - x[i, p.node])
-        h.addConstr(sum(terms) <= allowed)
-    total_gpus = sum(p.gpus for p in problem.pods) + 1.0
+            terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - _stay(x, i, p.node))
+        if not _constraint(h, sum(terms) <= allowed):
+            return None
+    total_gpus = sum(p.gpus for p in problem.pods) + 2 * STOP_WEIGHT * problem.shared_gpus + 1.0
     terms, spread_max = _spread_terms(h, problem, x, gang_var) if spread else ([], 0.0)
     cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
     weights = [max(nd.cost, cheapest) / cheapest for nd in problem.nodes]
     if cost_cap is not None:  # the first pass's optimum, plus a hair for the solver's tolerances
         h.addConstr(sum(w * y[j] for j, w in enumerate(weights)) <= cost_cap + 1e-6)
-    # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved
-    objective = [w * total_gpus * (spread_max + 1) * y[j] for j, w in enumerate(weights)]
+    # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved (a shared GPU is
+    # not a move: it is placed once, wherever the plan needs it)
+    objective = [w * total_gpus * (spread_max + 1) * y[j] for j, w in enumerate(weights) if problem.release]
     objective += [total_gpus * term for term in terms]
     for i in free:
         p = problem.pods[i]
-        if p.gang in gang_var:
+        if p.gang in gang_var or (i, p.node) not in x:
             continue
         objective.append(p.gpus * (1 - x[i, p.node]))
     for gang, m in gang_var.items():
         objective.append(sum(problem.pods[i].gpus for i in problem.gangs()[gang]) * m)
-    h.minimize(sum(objective))
+    h.minimize(sum(objective + stop_terms))
     status = h.getModelStatus()
     # the spread pass may stop at its time limit: its best plan keeps the optimal node cost (capped)
     incumbent = cost_cap is not None and status == highspy.HighsModelStatus.kTimeLimit and \
@@ -258,7 +337,8 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
             assign.append(max((j for j in range(n_nodes) if (i, j) in x), key=lambda j, i=i: val(x[i, j])))
     moved = {g for g, m in gang_var.items() if val(m) > 0.5}
     cost = sum(w for j, w in enumerate(weights) if val(y[j]) > 0.5)
-    return PoolPlan(assign, moved, "ilp", True), cost
+    placed = {j: round(val(c)) for j, c in shared.items() if round(val(c)) > 0}
+    return PoolPlan(assign, moved, "ilp", True, placed), cost
 
 
 def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
@@ -299,51 +379,90 @@ def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
 
 
 def solve_greedy(problem: PoolProblem) -> PoolPlan:
-    """Empty the least-loaded nodes first, each only if all it holds (whole strict gangs) finds
-    room elsewhere (best fit, largest first) within the budgets."""
-    assign = [p.node for p in problem.pods]
-    moved_gangs: set[str] = set()
-    used_budget: dict[str, int] = defaultdict(int)
-    load = [0.0] * len(problem.nodes)
-    on: dict[int, list[int]] = defaultdict(list)
-    for i, p in enumerate(problem.pods):
-        load[p.node] += p.gpus
-        on[p.node].append(i)
-    gangs = problem.gangs()
-    pinned_gangs = problem.pinned_gangs()
-    released: set[int] = set()
-    for j in sorted(range(len(problem.nodes)), key=lambda j: (load[j], problem.nodes[j].name)):
-        if not on[j] or any(problem.pods[i].pinned or problem.pods[i].gang in pinned_gangs for i in on[j]):
+    """Empty the sharing hosts (every pod finds room elsewhere, best fit, largest first), place
+    the shared GPUs on the fullest nodes that allow them, then empty the least-loaded nodes
+    first, each only if all it holds (whole strict gangs) finds room elsewhere within the
+    budgets. ``feasible`` is False when a host could not be emptied or a shared GPU found no room."""
+    state = _Greedy(problem)
+    feasible = True
+    for j in sorted((j for j, nd in enumerate(problem.nodes) if nd.evacuate), key=lambda j: problem.nodes[j].name):
+        feasible &= state.move_off(j, evacuating=True)
+    shared: dict[int, int] = {}
+    remaining = problem.shared_gpus
+    eligible = [j for j, nd in enumerate(problem.nodes) if nd.mig_slots > 0 and not nd.closed and not nd.evacuate]
+    for j in sorted(eligible, key=lambda j: (-min(problem.nodes[j].free_now, remaining), -state.load[j],
+                                             problem.nodes[j].name)):
+        nd = problem.nodes[j]
+        moved_off = sum(problem.pods[i].gpus for i in state.on[j] if state.assign[i] != j)
+        room = min(nd.mig_slots, math.floor(nd.capacity - state.load[j] + 1e-9),
+                   math.floor(nd.early_free + moved_off + 1e-9), remaining)
+        if room > 0:
+            shared[j] = room
+            state.load[j] += room
+            remaining -= room
+    feasible &= remaining == 0
+    for j in sorted(range(len(problem.nodes)), key=lambda j: (state.load[j], problem.nodes[j].name)):
+        if not problem.release:
+            break
+        nd = problem.nodes[j]
+        if nd.evacuate or nd.fixed > 0 or shared.get(j) or not state.on[j]:
             continue
-        moving = {i for i in on[j] if assign[i] == j}
+        state.move_off(j, evacuating=False)
+    return PoolPlan(state.assign, state.moved_gangs, "greedy", False, shared, feasible)
+
+
+class _Greedy:
+    """The greedy plan as it is built: where each pod is, node loads, budgets used."""
+
+    def __init__(self, problem: PoolProblem) -> None:
+        self.problem = problem
+        self.assign = [p.node for p in problem.pods]
+        self.moved_gangs: set[str] = set()
+        self.used_budget: dict[str, int] = defaultdict(int)
+        self.load = [nd.fixed for nd in problem.nodes]
+        self.on: dict[int, list[int]] = defaultdict(list)
+        for i, p in enumerate(problem.pods):
+            self.load[p.node] += p.gpus
+            self.on[p.node].append(i)
+        self.gangs = problem.gangs()
+        self.pinned_gangs = problem.pinned_gangs()
+        self.released: set[int] = set()
+
+    def move_off(self, j: int, *, evacuating: bool) -> bool:
+        """Move every pod still on node ``j`` elsewhere (whole gangs), or nothing."""
+        problem = self.problem
+        if any(problem.pods[i].pinned or problem.pods[i].gang in self.pinned_gangs for i in self.on[j]
+               if self.assign[i] == j):
+            return False
+        moving = {i for i in self.on[j] if self.assign[i] == j}
         restart = set()
         for i in list(moving):
             gang = problem.pods[i].gang
             if gang:
-                restart |= set(gangs[gang])
-        evicted = moving | restart
+                restart |= set(self.gangs[gang])
         extra: dict[str, int] = defaultdict(int)
-        for i in evicted:
+        for i in moving | restart:
+            if problem.pods[i].gang in self.moved_gangs:
+                continue  # restarted already: its budgets are counted
             for b in problem.pods[i].budgets:
                 extra[b] += 1
-        if any(used_budget[b] + n > problem.budgets.get(b, 0) for b, n in extra.items()):
-            continue
-        trial = list(load)
+        if any(self.used_budget[b] + n > problem.budgets.get(b, 0) for b, n in extra.items()):
+            return False
+        trial = list(self.load)
         placement: dict[int, int] = {}
         landed: dict[str, list[int]] = defaultdict(list)  # where each moved gang's pods went so far
-        ok = True
         for i in sorted(moving, key=lambda i: (-problem.pods[i].gpus, problem.pods[i].name)):
             g = problem.pods[i].gpus
             gang = problem.pods[i].gang
-            targets = [k for k in range(len(problem.nodes)) if k != j and k not in released and on[k]
-                       and not problem.nodes[k].closed
+            # release moves go to nodes in use; a sharing host's pods may go to any node with room
+            targets = [k for k in range(len(problem.nodes)) if k != j and k not in self.released
+                       and (trial[k] > 1e-9 or evacuating) and not problem.nodes[k].closed and not problem.nodes[k].evacuate
                        and trial[k] + g <= problem.nodes[k].capacity + 1e-9]
             if not targets:
-                ok = False
-                break
+                return False
             # a gang's pod lands as close as it can to the rest of its gang (node > NVLink > rack >
             # block), then best fit
-            near = [assign[o] for o in gangs.get(gang or "", []) if o not in moving] + landed.get(gang or "", [])
+            near = [self.assign[o] for o in self.gangs.get(gang or "", []) if o not in moving] + landed.get(gang or "", [])
             best = min(targets, key=lambda k: (max((problem.distance(o, k) for o in near), default=0),
                                                problem.nodes[k].capacity - trial[k] - g, problem.nodes[k].name))
             if gang:
@@ -351,16 +470,15 @@ def solve_greedy(problem: PoolProblem) -> PoolPlan:
             trial[best] += g
             trial[j] -= g
             placement[i] = best
-        if not ok:
-            continue
-        load = trial
+        self.load = trial
         for i, k in placement.items():
-            assign[i] = k
+            self.assign[i] = k
         for b, n in extra.items():
-            used_budget[b] += n
-        moved_gangs |= {problem.pods[i].gang for i in restart if problem.pods[i].gang}  # type: ignore[misc]
-        released.add(j)
-    return PoolPlan(assign, moved_gangs, "greedy", False)
+            self.used_budget[b] += n
+        self.moved_gangs |= {problem.pods[i].gang for i in restart if problem.pods[i].gang}  # type: ignore[misc]
+        if not evacuating:
+            self.released.add(j)
+        return True
 
 
 def optimal_nodes(units: list[Unit], capacities: list[float], *, time_limit_s: float = 2.0) -> int | None:

@@ -1,4 +1,6 @@
-"""QueueRule: Volcano queues whose quota is far from their use.
+"""QueueRule: Volcano queues and Kueue ClusterQueues whose quota is far from their use.
+
+(Kueue: :mod:`gpuinsight.rules.kueue`; this module holds the kind and the Volcano part.)
 
 Over-provisioned: deserved (or capability) far above the p95 of what the queue's pods held ->
 shrink it to the p95 plus headroom, and scale the weight down in proportion. Starved: pods
@@ -20,10 +22,25 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import monthly, num
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import DNS_NAME, Schema, integer, mapping, optional, resource_list, spec, text
+from gpuinsight.rules.kueue import CLUSTER_QUEUE, kueue_findings
+from gpuinsight.rules.typed import (
+    DNS_NAME,
+    LABEL_KEY,
+    Schema,
+    Target,
+    integer,
+    list_of,
+    mapping,
+    number,
+    optional,
+    resource_list,
+    schema,
+    spec,
+    text,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -34,26 +51,40 @@ def _guarantee(value: Any, where: str) -> None:
 
 
 @dataclass
+class FlavorQuota(Schema):
+    """One (flavor, resource) quota of a Kueue ClusterQueue."""
+
+    flavor: str = spec(text(DNS_NAME))
+    resource: str = spec(text(LABEL_KEY))
+    nominal_quota: float = spec(number)
+    lending_limit: float | None = spec(optional(number), None)
+
+
+@dataclass
 class QueueProposed(Schema):
+    """A Volcano Queue's weight / deserved / capability / guarantee, or a ClusterQueue's quotas."""
+
     weight: int | None = spec(optional(integer(1, 65535)), None)
     deserved: dict[str, Any] | None = spec(optional(resource_list), None)
     capability: dict[str, Any] | None = spec(optional(resource_list), None)
     guarantee: dict[str, Any] | None = spec(optional(_guarantee), None)
+    quotas: list[dict[str, Any]] | None = spec(optional(list_of(schema(FlavorQuota), non_empty=True)), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in super().to_dict().items() if v is not None}
 
 
 @dataclass
-class QueueTarget(Schema):
+class QueueTarget(Target):
     name: str = spec(text(DNS_NAME))
-    kind: str = spec(text(choices=("Queue",)), "Queue")
+    kind: str = spec(text(choices=("Queue", CLUSTER_QUEUE)), "Queue")
 
 
 class QueueRule(Rule):
     name = "queue"
-    summary = "Resize Volcano queue weight/deserved/capability to what the queue really uses."
-    needs = ("queue_usage", "fleet_summary")
+    summary = ("Resize Volcano queue weight/deserved/capability and Kueue ClusterQueue nominalQuota to what the "
+               "queue really uses.")
+    needs = ("queue_usage", "kueue_quota_usage", "fleet_summary")
     settings = (
         Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved."),
         Setting("min_idle_gpus", 2.0, "...and at least this many deserved GPUs go unused."),
@@ -101,7 +132,8 @@ class QueueRule(Rule):
                     current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower "
                            + (f"deserved to {new_deserved}, " if lower_deserved else "")
@@ -130,7 +162,8 @@ class QueueRule(Rule):
                     deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
                 ).to_dict()
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], id=stable_id("queue", None, None, None, q["queue"]),
+                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
                     current={"capability": {GPU: cap}}, proposed=proposed,
@@ -140,6 +173,7 @@ class QueueRule(Rule):
                               **floor_evidence(q, floor)},
                     target=QueueTarget(q["queue"]).to_dict(),
                 ))
+        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, usd_per_gpu_hour)
         return out
 
 

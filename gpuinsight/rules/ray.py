@@ -28,10 +28,11 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    cluster_of,
     evidence_confidence,
     monthly,
     num,
@@ -43,6 +44,7 @@ from gpuinsight.rules.typed import (
     DNS_LABEL,
     DNS_NAME,
     Schema,
+    Target,
     boolean,
     integer,
     optional,
@@ -67,7 +69,7 @@ class RayProposed(Schema):
 
 
 @dataclass
-class RayTarget(Schema):
+class RayTarget(Target):
     """The object patched (RayCluster, or the RayJob / RayService that owns it) and its group."""
 
     kind: str = spec(text(choices=("RayCluster", "RayJob", "RayService")))
@@ -143,7 +145,7 @@ class RayRule(Rule):
         if saved <= 0:
             return None
         cluster = str(j.get("cluster") or "")
-        rid = stable_id("ray", j["namespace"], j["name"], "job_cleanup", None)
+        rid = finding_id("ray", cluster_of(j), j["namespace"], j["name"], "job_cleanup", None)
         claim_row = {"cluster": j.get("cluster"), "namespace": j["namespace"], "workload": j["ray_cluster"],
                      "node_gpu_hours": j.get("post_node_gpu_hours") or []}
         granted = ctx.claim_workload_hours(rid, claim_row, frames, saved / cost)
@@ -155,7 +157,7 @@ class RayRule(Rule):
                else f"ttlSecondsAfterFinished is {ttl} s")
         gpus = num(j.get("post_gpu_hours")) / hours
         return Recommendation(
-            rule="ray", id=rid, namespace=j["namespace"], workload=j["name"],
+            rule="ray", id=rid, cluster=cluster_of(j), namespace=j["namespace"], workload=j["name"],
             title=(f"RayJob {j['namespace']}/{j['name']} finished ({j.get('job_status') or j['deployment_status']}) "
                    f"at {j['end_time']:%Y-%m-%d %H:%M} UTC but its RayCluster {j['ray_cluster']} held {gpus:.3g} GPU(s) "
                    f"for {hours:g} h more ({why}): set shutdownAfterJobFinishes and a "
@@ -210,7 +212,8 @@ class RayRule(Rule):
         if saved <= 0 or cost <= 0:
             return None
         target_kind, target_name = _patch_target(g)
-        rid = stable_id("ray", g["namespace"], f"{g['ray_cluster']}/{g['ray_group']}", "worker_min_replicas", None)
+        rid = finding_id("ray", cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{g['ray_group']}", "worker_min_replicas",
+                         None)
         granted = ctx.claim_workload_hours(rid, _claim_row(g), frames, saved / cost)
         if granted <= 0:
             return None
@@ -222,7 +225,8 @@ class RayRule(Rule):
         if new_timeout != timeout_s or not autoscaling:
             change.append(f"idle timeout {new_timeout} s")
         return Recommendation(
-            rule="ray", id=rid, namespace=g["namespace"], workload=g.get("owner_name") or g["ray_cluster"],
+            rule="ray", id=rid, cluster=cluster_of(g), namespace=g["namespace"],
+            workload=g.get("owner_name") or g["ray_cluster"],
             title=(f"Ray cluster {g['namespace']}/{g['ray_cluster']}: worker group {g['ray_group']} kept "
                    f"{int(max(num(st.get('pods')) for st in used))} GPU worker(s) idle for {sum(int(st['hours']) for st in used)} h "
                    f"({'autoscaler on, minReplicas ' + str(min_replicas) if autoscaling else 'no autoscaler, replicas ' + str(replicas)}): "
@@ -259,13 +263,14 @@ class RayRule(Rule):
         if num(g.get("gr_hourly_max_p95"), 1.0) > settings["max_head_peak"]:
             return None  # Ray runs work on the head's GPUs: removing them needs another worker
         target_kind, target_name = _patch_target(g)
-        rid = stable_id("ray", g["namespace"], f"{g['ray_cluster']}/{HEAD_GROUP}", "head_gpus", None)
+        rid = finding_id("ray", cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{HEAD_GROUP}", "head_gpus", None)
         granted = ctx.claim_workload_hours(rid, _claim_row(g), frames, 1.0)
         if granted <= 0:
             return None
         gpus = num(g.get("head_gpus"))
         return Recommendation(
-            rule="ray", id=rid, namespace=g["namespace"], workload=g.get("owner_name") or g["ray_cluster"],
+            rule="ray", id=rid, cluster=cluster_of(g), namespace=g["namespace"],
+            workload=g.get("owner_name") or g["ray_cluster"],
             title=(f"Ray cluster {g['namespace']}/{g['ray_cluster']}: the head pod holds {gpus:g} GPU(s) that do "
                    f"nothing (p95 of the hourly max GR {pct(g.get('gr_hourly_max_p95'))}%): give the head no GPU "
                    "(num-gpus 0); Ray work runs on the workers"),

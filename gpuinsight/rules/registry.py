@@ -12,6 +12,7 @@ from gpuinsight.errors import BadInput
 from gpuinsight.rules.base import RULE_NAMES, FindingKind, Rule
 from gpuinsight.rules.binpack import BinpackRule
 from gpuinsight.rules.consolidation import ConsolidationRule
+from gpuinsight.rules.cpu_pods import CpuPodsOnGpuNodesRule
 from gpuinsight.rules.idle import IdleRule
 from gpuinsight.rules.input_starved import InputStarvedRule
 from gpuinsight.rules.production import SETTINGS as PRODUCTION_SETTINGS
@@ -24,9 +25,10 @@ from gpuinsight.rules.topology import TopologyRule
 # input-starved pods first (claimed, so nothing scales them away or slices them), then KubeRay
 # clusters (judged as Ray clusters, not as generic workloads), idle reclaim, consolidation,
 # scale-to-zero of what is idle part of the time, binpack on what is left, topology of the gangs
-# binpack left in place ($0), spot, then queues
+# binpack left in place ($0), GPU nodes CPU-only pods keep up (what binpack did not release), spot,
+# then queues
 ALL_RULES: tuple[type[Rule], ...] = (InputStarvedRule, RayRule, IdleRule, ConsolidationRule, ScaleToZeroRule,
-                                     BinpackRule, TopologyRule, SpotRule, QueueRule)
+                                     BinpackRule, TopologyRule, CpuPodsOnGpuNodesRule, SpotRule, QueueRule)
 
 
 class ProductionSettings(Rule):

@@ -23,10 +23,11 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     SCALE_TARGET_KINDS,
+    cluster_of,
     evidence_confidence,
     monthly,
     num,
@@ -140,7 +141,7 @@ class ScaleToZeroRule(Rule):
         cold_starts = plan.wakeups / days
         if share < settings["min_idle_share"] or cold_starts > settings["max_cold_starts_per_day"]:
             return None
-        rid = stable_id("scale_to_zero", r["namespace"], r["workload"], None, None)
+        rid = finding_id("scale_to_zero", cluster_of(r), r["namespace"], r["workload"], None, None)
         granted = ctx.claim_workload_hours(rid, r, frames, share)
         if granted <= 0:
             return None
@@ -154,7 +155,7 @@ class ScaleToZeroRule(Rule):
             str(settings["prometheus_url"]), request_query(r, settings), gpu_query(r, settings), "0.01", cron)
         schedule = f"; started by cron at {hours_label(cron)} UTC" if cron else ""
         return Recommendation(
-            rule="scale_to_zero", id=rid,
+            rule="scale_to_zero", id=rid, cluster=cluster_of(r),
             namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=(f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) but sat idle {idle_h} h of "
                    f"{int(num(s.get('hours_held')))} in stretches of {settings['min_idle_stretch_hours']} h or more: "

@@ -23,9 +23,10 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
+    cluster_of,
     evidence_confidence,
     monthly,
     num,
@@ -128,7 +129,7 @@ class SpotRule(Rule):
             saving = (od - spot) * gpu_hours_month - spot * rework_gpu_hours
             if saving <= 0:
                 continue
-            rid = stable_id("spot", r["namespace"], r["workload"], None, None)
+            rid = finding_id("spot", cluster_of(r), r["namespace"], r["workload"], None, None)
             granted = ctx.claim_price_difference(rid, r, frames, (od - spot) / od if od else 0.0)
             saving = min(saving, monthly(granted))
             if saving <= 0:
@@ -136,7 +137,7 @@ class SpotRule(Rule):
             conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"])
             pool = r.get("node_pool") or "gpu"
             out.append(Recommendation(
-                rule="spot", id=rid,
+                rule="spot", id=rid, cluster=cluster_of(r),
                 namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
                 title=(f"{r['namespace']}/{r['workload']} tolerates interruption ({why}) but runs on on-demand "
                        f"{r.get('instance_type')}: move it to spot"),

@@ -30,8 +30,16 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, stable_id
-from gpuinsight.rules.common import evidence_confidence, monthly, num, pct, window_hours, workload_ref
+from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.rules.common import (
+    cluster_of,
+    evidence_confidence,
+    monthly,
+    num,
+    pct,
+    window_hours,
+    workload_ref,
+)
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
 from gpuinsight.rules.typed import (
@@ -144,7 +152,10 @@ class TopologyRule(Rule):
                 continue
             if (n.get("sharing_strategy") or "none") not in ("none", "") or n.get("device_plugin_config"):
                 continue
-            free[name] = max(0.0, num(n.get("gpu_count")) - held[(c, name)] + own.get(name, 0.0))
+            if (c, name) in ctx.hosts:  # a sharing host of this plan: its GPUs are shared
+                continue
+            shared = ctx.shared_gpus.get((c, name), 0.0)  # GPUs this plan partitions for shared work
+            free[name] = max(0.0, num(n.get("gpu_count")) - held[(c, name)] - shared + own.get(name, 0.0))
         best = tightest_fit(topo, cluster, mine, free, current)
         if best is None:
             return None
@@ -159,7 +170,7 @@ class TopologyRule(Rule):
         hours = window_hours(frames, cluster)
         cost_month = monthly(num(r.get("cost_usd")) / hours) if hours else 0.0
         src = topo.of(cluster, pods[0]["node"]).source
-        rid = stable_id("topology", ns, wl, None, None)
+        rid = finding_id("topology", cluster_of(r), ns, wl, None, None)
         gang_label = ({"volcano.sh/job-name": wl} if r.get("workload_kind") == "VolcanoJob"
                       else {"scheduling.k8s.io/group-name": gang})
         conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"],
@@ -167,7 +178,7 @@ class TopologyRule(Rule):
         spans = {p.name: [d for _, d, _ in topo.of(cluster, p.node).path] for p in mine}
         spread = spread_label(topo, cluster, current, mine)
         return Recommendation(
-            rule="topology", id=rid, namespace=ns, workload=wl, queue=r.get("queue"),
+            rule="topology", id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.get("queue"),
             title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread} while "
                    f"{level_label(level)} {domain} could hold it: ask the scheduler for it on the next start "
                    "(slowdown risk, not priced)"),

@@ -123,15 +123,15 @@ def schema(cls: type[Schema]) -> Check:
     return check
 
 
-def spec(check: Check, default: Any = MISSING) -> Any:
+def spec(check: Check, default: Any = MISSING, *, kw_only: bool = False) -> Any:
     """A schema field: its checker, and a default when it may be left out of a plan file."""
     from dataclasses import field
 
     if default is MISSING:
-        return field(metadata={"check": check})
+        return field(metadata={"check": check}, kw_only=kw_only)
     if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata={"check": check})
-    return field(default=default, metadata={"check": check})
+        return field(default_factory=lambda: type(default)(default), metadata={"check": check}, kw_only=kw_only)
+    return field(default=default, metadata={"check": check}, kw_only=kw_only)
 
 
 @dataclass
@@ -160,8 +160,36 @@ class Schema:
             extra(data, where)
 
 
+def cluster_name(value: Any, where: str) -> None:
+    """A cluster name (``--cluster``): free text on one line, at most 253 characters, with no
+    control, format or line-separator character (it is shown, slugged for folder names and
+    quoted in scripts, never able to start a new line)."""
+    import unicodedata
+
+    text()(value, where)
+    if len(value) > 253:
+        raise bad(where, f"{len(value)} characters (at most 253)")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in value):
+        raise bad(where, f"{show(value)} holds a control or line-separator character")
+
+
 @dataclass
-class WorkloadTarget(Schema):
+class Target(Schema):
+    """Base of the per-kind ``target`` classes: what a finding changes is in one cluster.
+
+    ``cluster`` is keyword-only and last; left out, the recommendation fills in its own (a
+    target naming another cluster than its finding is refused)."""
+
+    cluster: str | None = spec(optional(cluster_name), None, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        cluster = out.pop("cluster")
+        return out if cluster is None else {**out, "cluster": cluster}
+
+
+@dataclass
+class WorkloadTarget(Target):
     """A workload a finding changes (Deployment, StatefulSet, CronJob, VolcanoJob, Pod ...)."""
 
     kind: str = spec(text(KIND))

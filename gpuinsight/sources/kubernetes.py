@@ -3,7 +3,8 @@
 Both paths feed the same object -> row mappers (:mod:`gpuinsight.sources.k8s`) and write every
 table in one transaction: nodes, pods, events, Volcano queues/podgroups/jobs, Karpenter
 NodePools (plus EKS node groups seen through node labels), PodDisruptionBudgets, KubeRay
-RayClusters/RayJobs/RayServices and KEDA ScaledObjects.
+RayClusters/RayJobs/RayServices, KEDA ScaledObjects, Kueue ClusterQueues/LocalQueues/
+ResourceFlavors/Workloads and DRA ResourceClaims.
 
 Contracts (natural key, merge): see :data:`CONTRACTS`. Pods merge with pods from Prometheus by
 uid: a field the API or dump leaves empty keeps the stored value.
@@ -26,6 +27,7 @@ from gpuinsight.sources.k8s.common import MapContext, utcnow
 from gpuinsight.sources.k8s.dumpfile import find_dump, read_objects
 from gpuinsight.sources.k8s.kinds import KINDS, Kind
 from gpuinsight.sources.k8s.writer import write_objects
+from gpuinsight.sources.plausible import time_problem
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACTS: tuple[LoadContract, ...] = tuple(k.contract for k in KINDS)
@@ -36,9 +38,11 @@ REQUEST_TIMEOUT = (10.0, 300.0)  # connect, read (seconds)
 # -- offline: kubectl dumps -------------------------------------------------------------------
 
 def load_dump_dir(wh: Warehouse, cfg: Config, folder: Path, *, observed_at: datetime | None = None) -> LoadReport:
-    """Load any subset of ``nodes/pods/events/queues/podgroups/vcjobs/nodepools/pdbs``
-    ``/rayclusters/rayjobs/rayservices/scaledobjects`` ``.json``/``.yaml`` from ``folder``. The dump's time is its latest timestamp (node
-    heartbeats, events, container states) unless ``observed_at`` says otherwise."""
+    """Load any subset of the dumps of :data:`KINDS` (``nodes``, ``pods``, ... ``workloads``,
+    ``resourceclaims``; ``.json``/``.yaml``) from ``folder``. The dump's time is when it was read:
+    ``observed_at`` (``--as-of``), else the newest modification time of its files (kubectl wrote
+    them when it read the cluster), never the newest timestamp inside the objects (design.md,
+    "Offline Kubernetes input")."""
     folder = Path(folder)
     if not folder.is_dir():
         raise BadInput(f"{folder}: not a directory")
@@ -57,7 +61,9 @@ def load_dump_dir(wh: Warehouse, cfg: Config, folder: Path, *, observed_at: date
         names = ", ".join(f"{k.stem}.json" for k in KINDS)
         raise BadInput(f"{folder}: no kubectl dumps found (expected any of {names}, or .yaml)")
     ctx = MapContext(cluster=cfg.cluster, source="dump", observed_at=observed_at)
-    fallback = datetime.fromtimestamp(max(mtimes), UTC).replace(tzinfo=None, microsecond=0)
+    fallback = min(datetime.fromtimestamp(max(mtimes), UTC).replace(tzinfo=None, microsecond=0), utcnow())
+    if time_problem(fallback):
+        fallback = utcnow()
     return write_objects(wh, ctx, objects, report, scope=str(folder.resolve()), fallback_time=fallback)
 
 
@@ -200,7 +206,7 @@ def collect_live(
                     ) from None
             else:
                 report.notes.append(
-                    f"{kind.stem}: {kind.plural}.{kind.group} is not served by this cluster (CRD not installed); skipped")
+                    f"{kind.stem}: {kind.plural}.{kind.group} is not served by this cluster (CRD or API not installed); skipped")
     finally:
         api.close()
     ctx = MapContext(cluster=cfg.cluster, source="kubernetes", observed_at=utcnow())

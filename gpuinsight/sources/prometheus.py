@@ -188,7 +188,8 @@ class PrometheusSource:
         for a, b in promql.chunk_grid(t0, t1, step, steps):
             qs = [Query(e, m, a - EPS_S, b - EPS_S, step, shift, keep=keep) for e, m in dcgm]
             qs += [Query(e, m, a - EPS_S, b - EPS_S, step, shift)
-                   for e, m in promql.ksm_step_exprs(step, self.matchers, pod_key)]
+                   for e, m in (*promql.ksm_step_exprs(step, self.matchers, pod_key),
+                                *promql.kueue_exprs(step, self.matchers))]
             qs.append(promql.container_cpu_query(a - EPS_S, b - EPS_S, step, shift, generations.resolution_s,
                                                  self.matchers))
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)

@@ -49,6 +49,11 @@ from gpuinsight.sources.energy import KEY as ENERGY_KEY
 from gpuinsight.sources.energy import SPELLINGS as ENERGY_SPELLINGS
 from gpuinsight.sources.energy import gpu_energy_samples
 from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory, resolve_nodes
+from gpuinsight.sources.hami_metrics import METRICS as HAMI_METRICS
+from gpuinsight.sources.hami_metrics import hami_samples
+from gpuinsight.sources.kueue_metrics import KEY as KUEUE_KEY
+from gpuinsight.sources.kueue_metrics import METRICS as KUEUE_METRICS
+from gpuinsight.sources.kueue_metrics import kueue_quota_samples
 from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
 from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
@@ -381,7 +386,8 @@ def check_maps_something(series: pl.DataFrame, where: str) -> None:
         raise BadInput(f"{where}: {len(dcgm_like)} DCGM-like metric(s) ({', '.join(dcgm_like[:6])}"
                        f"{' ...' if len(dcgm_like) > 6 else ''}) but none gpuinsight reads; it maps {supported} "
                        "and their lower-case and dcgm-exporter 1.x names")
-    if not mapped and not any(n.startswith(("kube_pod_", "kube_node_")) or is_serving(n) for n in names):
+    if not mapped and not any(n.startswith(("kube_pod_", "kube_node_")) or n in KUEUE_METRICS or n in HAMI_METRICS
+                              or is_serving(n) for n in names):
         raise BadInput(f"{where}: no dcgm-exporter, kube-state-metrics or inference-server series gpuinsight reads "
                        f"({len(names)} metric name(s) seen)")
 
@@ -406,6 +412,23 @@ class SeriesBatch:
     nodes: pl.DataFrame | None = None
     # False: the batch is not known complete (a partial answer), so the cursor stays put
     advance_cursor: bool = True
+
+
+def with_hami_rows(samples: pl.DataFrame, batch: SeriesBatch, cluster: str, directory: NodeDirectory) -> pl.DataFrame:
+    """``samples`` plus the rows HAMi's per-container series give (sources/hami_metrics.py) for the
+    GPU, pod and time dcgm-exporter gave none (it sees HAMi's shared devices without pods); the
+    node of a HAMi row is its pod's, else the one dcgm-exporter placed the GPU on."""
+    hami = hami_samples(batch.series, cluster, batch.step_s, {**SAMPLE_COLUMNS, HINT: pl.Utf8()},
+                        directory.pod_node)
+    if hami.height == 0:
+        return samples
+    key = ["gpu_uuid", "ts", "namespace", "pod"]
+    hami = hami.join(samples.select(key), on=key, how="anti")
+    placed = samples.filter(pl.col("node").is_not_null()).group_by("gpu_uuid").agg(pl.col("node").last().alias("_n"))
+    hami = hami.join(placed, on="gpu_uuid", how="left").with_columns(
+        pl.coalesce("node", "_n").alias("node")).drop("_n")
+    return pl.concat([samples, hami.select(samples.columns)], how="vertical_relaxed").sort(["ts", "gpu_uuid",
+                                                                                          "mig_instance"])
 
 
 def ksm_rows(series: pl.DataFrame, cluster: str, source: str, stats: TransformStats,
@@ -492,6 +515,7 @@ def _load_one(
                                node_labels=cfg.node_labels)
     else:
         samples = batch.samples
+    samples = with_hami_rows(samples, batch, cluster, directory)
     gpus = gpu_inventory(samples)
     samples = samples.drop(HINT)
     if batch.pods is None or batch.nodes is None:
@@ -502,6 +526,7 @@ def _load_one(
     cpu = pod_cpu_samples(batch.series, cluster, batch.step_s, stats.cpu_dropped)
     serving = serving_samples(batch.series, cluster, batch.step_s, stats.serving_notes)
     energy = gpu_energy_samples(batch.series, cluster, batch.step_s, stats.energy_dropped)
+    kueue = kueue_quota_samples(batch.series, cluster, batch.step_s)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
@@ -517,6 +542,8 @@ def _load_one(
             rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
         if energy.height:
             rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
+        if kueue.height:
+            rows["kueue_quota_samples"] = wh.merge("kueue_quota_samples", kueue, KUEUE_KEY, con=con)
         if ts_all.len():
             clusters = pl.DataFrame({"cluster": [cluster], "first_seen": [ts_all.min()], "last_seen": [ts_all.max()]},
                                     schema={"cluster": pl.Utf8, "first_seen": TS, "last_seen": TS})

@@ -78,9 +78,9 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     freed = [str(n) for n in rec.proposed.get("nodes_freed") or []]
     if not moves and not freed:
         raise fail(rec, "proposed.moves", "no moves and no nodes to free")
-    batches = _batches(rec, state, moves)
+    batches = eviction_batches(rec, state, moves)
     _check_freed(rec, state, freed, batches)
-    _check_pdbs(rec, state, batches)
+    check_pdbs(rec, state, batches)
     actions: list[dict[str, Any]] = []
     ptr = pointer("data", CONF_KEY)
     observed = state.observe(SCHEDULER_CM, [ptr])
@@ -123,8 +123,8 @@ def _min_member(state: ClusterState, namespace: str, gang: str) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def _batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
-             ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
+def eviction_batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
+                     ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
     """Group moved pods into eviction batches: a whole strict gang, or one pod. Refuses gang
     splits (and moving more of an elastic gang than its minMember leaves room for)."""
     gangs: dict[str, tuple[list[str], list[dict[str, str]], list[str]]] = {}
@@ -207,7 +207,7 @@ def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[s
     return out
 
 
-def _check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
+def check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
     moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
     for pdb, covered, allowed in _pdb_coverage(state):
         evicted = covered & moved

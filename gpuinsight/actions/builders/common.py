@@ -47,6 +47,8 @@ def workload_ref(rec: Recommendation, target: Any, field: str = "target") -> Ref
     namespace = target.get("namespace") or rec.namespace
     if not namespace:
         raise fail(rec, f"{field}.namespace", "missing")
+    if target.get("cluster") not in (None, rec.cluster):
+        raise fail(rec, f"{field}.cluster", f"{target['cluster']!r} is not the finding's cluster {rec.cluster!r}")
     return Ref(kind, namespace, name)
 
 
@@ -199,16 +201,19 @@ def pin_workload(state: ClusterState, ref: Ref, node_selector: dict[str, str],
     when the template was not observed the step is a note."""
     tolerations = list(tolerations or [])
     keys = ", ".join(str(t.get("key")) for t in tolerations)
-    change = f"nodeSelector {node_selector}" + (f" and toleration {keys} added to its own" if tolerations else "")
+    change = " and ".join(
+        ([f"nodeSelector {node_selector}"] if node_selector else [])
+        + ([f"toleration {keys} added to its own"] if tolerations else []))
     if not patchable(ref):
         return unpatchable(ref, f"with {change} to {why}")
-    fields = ("nodeSelector", "tolerations") if tolerations else ("nodeSelector",)
+    fields = (("nodeSelector",) if node_selector else ()) + (("tolerations",) if tolerations else ())
     if ref.kind == "VolcanoJob":
         return manifest_patch(state, ref, f"{why} ({change})", lambda ptr, spec: [
-            *selector_ops(ptr, spec, node_selector), *toleration_ops(ptr, spec, tolerations)], fields)
+            *(selector_ops(ptr, spec, node_selector) if node_selector else []),
+            *toleration_ops(ptr, spec, tolerations)], fields)
     tmpl = TEMPLATES[ref.kind]
     obj = state.get(ref)
-    spec: dict[str, Any] = {"nodeSelector": dict(node_selector)}
+    spec: dict[str, Any] = {"nodeSelector": dict(node_selector)} if node_selector else {}
     paths = [tmpl + pointer("nodeSelector", k) for k in node_selector]
     if tolerations:
         if obj is None or not state.is_known(ref, tmpl):
@@ -225,3 +230,36 @@ def gpus_of(state: ClusterState, ref: Ref) -> float:
 
 def ceil_div(a: float, b: float) -> int:
     return int(math.ceil(a / b)) if b > 0 else int(math.ceil(a))
+
+
+# -- a node that gets GPUs shared ------------------------------------------------------------
+def host_steps(rec: Recommendation, state: ClusterState, node: str, why: str) -> tuple[
+        list[dict[str, Any]], list[dict[str, str]], bool]:
+    """What comes before a node's GPUs are repartitioned or shared: the node cordoned (nothing new
+    lands on a GPU about to change), the whole-GPU pods the plan moves away evicted (a strict gang
+    together, PodDisruptionBudgets checked), the small workloads stopped first (``stop_first``).
+    Returns those actions, the pods evicted from this node (the relabel waits until they are
+    gone), and whether the node is to be uncordoned afterwards (not when it was cordoned before)."""
+    from gpuinsight.actions.builders.binpack import check_pdbs, eviction_batches
+
+    moves = [m for m in rec.proposed.get("evict") or [] if isinstance(m, dict)]
+    stopped = [s for s in rec.proposed.get("stop_first") or [] if isinstance(s, dict)]
+    batches = eviction_batches(rec, state, moves)
+    stops = [(None, [node], [{"namespace": str(s["namespace"]), "name": str(s["pod"])}], node) for s in stopped]
+    check_pdbs(rec, state, batches + stops)
+    node_ref = Ref("Node", None, node)
+    observed = state.observe(node_ref, ["/spec/unschedulable"])
+    cordoned = observed["fields"].get("/spec/unschedulable") is True
+    actions: list[dict[str, Any]] = []
+    if not cordoned:
+        actions.append(model.cordon(node, observed, phase="host-cordon", why=f"nothing new lands on it before {why}"))
+    for gang, nodes, pods, dest in batches:
+        what = f"gang {gang} ({len(pods)} pods together)" if gang else f"pod {pods[0]['namespace']}/{pods[0]['name']}"
+        actions.append(model.drain(nodes, pods, gang, f"evict {what} from {', '.join(nodes)} to make room for {why}; "
+                                                      f"planned to land on {dest}", phase="host-drain"))
+    for s in stopped:
+        actions.append(model.drain([node], [{"namespace": str(s["namespace"]), "name": str(s["pod"])}], None,
+                                   f"stop {s['namespace']}/{s['pod']} ({s.get('workload')}) before its GPU on {node} "
+                                   f"is repartitioned; it restarts on its slice", phase="host-drain"))
+    gone = [p for _, nodes, pods, _ in batches + stops if node in nodes for p in pods]
+    return actions, gone, not cordoned

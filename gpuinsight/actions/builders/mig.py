@@ -1,25 +1,41 @@
-"""mig: repartition a node with MIG (node label) and move the workload onto a MIG slice.
+"""mig: move a workload onto a MIG slice; repartition a node's GPUs for it when the plan says so.
 
-The node gets ``nvidia.com/mig.config=<layout>`` (the GPU Operator's mig-manager applies it),
-unless it already runs a MIG layout (then it is left alone and the workload is pinned to that
-layout's free slices). In every container that asks for ``nvidia.com/gpu``, the whole GPU
-becomes one slice (``nvidia.com/mig-1g.10gb``, mixed strategy) in both ``requests`` and
-``limits`` (the API server refuses an extended-resource request that differs from its limit),
-and ``nvidia.com/gpu`` is removed from both; the workload gets a ``nvidia.com/mig.config``
-nodeSelector. Removing a resource needs a JSON patch; ``test`` operations on the container name
-and the current values make a drifted workload fail the patch (and the dry run). A Volcano Job
-gets the same operations as a ``manifest-patch`` for its manifest (its spec cannot change once
-submitted; ``common.manifest_patch``).
+Three cases. A node that already runs a MIG layout with free instances is left alone and the
+workload is pinned to that layout. A node the plan repartitions one GPU at a time (the device
+plugin's mixed strategy, ``proposed.node_layout``) gets its own mig-parted config: an entry in the
+GPU Operator's custom mig-manager ConfigMap (``gpu-operator/custom-mig-config``, key
+``config.yaml``: the default configs plus every node config of the plan, see :func:`prepare`),
+validated against mig-parted's format (:mod:`gpuinsight.migparted`). A node under the single
+strategy gets a named layout (``all-<profile>``) on every GPU. A repartitioned node goes
+through ordered steps: cordoned, the whole-GPU pods the plan moves away evicted and the small
+workloads whose GPU is repartitioned stopped, relabelled ``nvidia.com/mig.config`` once they are
+gone (mig-manager repartitions), uncordoned once ``nvidia.com/mig.config.state`` is ``success``;
+then the workload moves in.
+
+In every container that asks for ``nvidia.com/gpu``, the whole GPU becomes one slice
+(``nvidia.com/mig-1g.10gb``, mixed strategy) in both ``requests`` and ``limits`` (the API server
+refuses an extended-resource request that differs from its limit), and ``nvidia.com/gpu`` is
+removed from both; the workload gets a ``nvidia.com/mig.config`` nodeSelector (the node's own
+config under mixed, so it lands where its slice was made). Under the single strategy the
+resource stays ``nvidia.com/gpu``. Removing a resource needs a JSON patch; ``test`` operations on
+the container name and the current values make a drifted workload fail the patch (and the dry
+run). A Volcano Job gets the same operations as a ``manifest-patch`` for its manifest (its spec
+cannot change once submitted; ``common.manifest_patch``).
 """
 
 from __future__ import annotations
 
+from functools import cache
+from importlib import resources
 from typing import Any
+
+import yaml
 
 from gpuinsight.actions import model
 from gpuinsight.actions.builders.common import (
     TEMPLATES,
     fail,
+    host_steps,
     manifest_patch,
     patchable,
     readable,
@@ -27,14 +43,35 @@ from gpuinsight.actions.builders.common import (
     unpatchable,
     workload_ref,
 )
-from gpuinsight.actions.patching import escape, get
+from gpuinsight.actions.patching import escape, get, pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
+from gpuinsight.migparted import spec_errors
 from gpuinsight.rules.base import Recommendation
 
 GPU = "nvidia.com/gpu"
 MIG_LABEL = "nvidia.com/mig.config"
+STATE_LABEL = "nvidia.com/mig.config.state"
 NOT_MIG = (None, "", "all-disabled")
+# the custom config mig-manager reads once ClusterPolicy spec.migManager.config.name names it
+CONFIG = Ref("ConfigMap", "gpu-operator", "custom-mig-config")
+CONFIG_KEY = "config.yaml"
+PLANNED = "mig.node-configs"  # state.planned: config name -> entries, every node config of the plan
+
+
+@cache
+def default_config() -> str:
+    """mig-manager's default config (package data, cited in gpuinsight/data/README.md)."""
+    return resources.files("gpuinsight").joinpath("data", "mig-parted-config-default.yaml").read_text(encoding="utf-8")
+
+
+def prepare(recs: list[Recommendation], state: ClusterState) -> None:
+    """Every node config of the plan, so that each finding writes the same whole config."""
+    planned = state.planned.setdefault(PLANNED, {})
+    for rec in recs:
+        name, layout = rec.proposed.get("node_mig_config"), rec.proposed.get("node_layout")
+        if isinstance(name, str) and isinstance(layout, list) and layout:
+            planned[name] = layout
 
 
 def _node(rec: Recommendation) -> str | None:
@@ -44,7 +81,10 @@ def _node(rec: Recommendation) -> str | None:
 
 def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
     node = _node(rec)
-    return readable([workload_ref(rec, rec.target)]) + ([Ref("Node", None, node)] if node else [])
+    out = readable([workload_ref(rec, rec.target)]) + ([Ref("Node", None, node)] if node else [])
+    if rec.proposed.get("node_layout"):
+        out.append(CONFIG)
+    return out
 
 
 def _node_label(state: ClusterState, node: str) -> Any:
@@ -67,6 +107,8 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
                                              f"the workload would stay Pending")
         actions.append(model.note(f"{ref.key} goes to nodes already labelled {MIG_LABEL}={layout} "
                                   f"({', '.join(hosts[:5])})", ref.key))
+    elif rec.proposed.get("repartition") is True:
+        actions += _repartition(rec, state, node, layout)
     else:
         node_ref = Ref("Node", None, node)
         observed = state.observe(node_ref, [model.label_pointer(MIG_LABEL)])
@@ -81,12 +123,65 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
                                        f"repartitions every GPU on the node and restarts GPU clients there",
                                        observed))
     labels = get(state.get(Ref("Node", None, node)), "/metadata/labels") if node else None
-    single = (labels or {}).get("nvidia.com/mig.strategy") == "single"
+    single = rec.proposed.get("strategy") == "single" or (labels or {}).get("nvidia.com/mig.strategy") == "single"
     if not patchable(ref):
         actions.append(unpatchable(ref, f"asking for {resource} with nodeSelector {MIG_LABEL}={selector_value}"))
         return actions
     actions.append(_workload_patch(rec, state, ref, None if single else resource, selector_value))
     return actions
+
+
+def _repartition(rec: Recommendation, state: ClusterState, node: str, name: str) -> list[dict[str, Any]]:
+    """The ordered steps of a node the plan repartitions (see the module docstring)."""
+    node_ref = Ref("Node", None, node)
+    observed = state.observe(node_ref, [model.label_pointer(MIG_LABEL)])
+    current = observed["fields"].get(model.label_pointer(MIG_LABEL), _node_label(state, node))
+    if current == name:  # done already (an earlier apply): nothing to repartition
+        return []
+    if current not in NOT_MIG:
+        raise fail(rec, "proposed.node", f"node {node} runs MIG layout {current} now, not the whole GPUs the plan saw; "
+                                         f"run recommend again")
+    index = rec.proposed.get("gpu_index")
+    why = f"GPU {index} of {node} repartitioned" if index is not None else f"{node} repartitioned {name}"
+    actions = _config_step(rec, state, name) if rec.proposed.get("node_layout") else []
+    pre, gone, uncordon = host_steps(rec, state, node, why)
+    actions += pre
+    actions.append(model.label(node, {MIG_LABEL: name},
+                               f"node {node}: {MIG_LABEL} {current or '(unset)'} -> {name} once the pods that must "
+                               f"leave are gone; mig-manager repartitions " + (
+                                   f"GPU {index} (the others stay as they are)" if index is not None else "every GPU")
+                               + " and restarts the GPU Operator's pods there", observed, wait_for_pods_gone=gone))
+    if uncordon:
+        actions.append(model.uncordon(node, state.observe(node_ref, ["/spec/unschedulable"]),
+                                      f"uncordon {node} once mig-manager reports {STATE_LABEL}=success",
+                                      wait_for_label={STATE_LABEL: "success"}))
+    return actions
+
+
+def _config_step(rec: Recommendation, state: ClusterState, name: str) -> list[dict[str, Any]]:
+    """The custom mig-manager config with every node config of the plan (the live one's entries
+    kept; mig-manager's defaults when it does not exist yet), if that changes it."""
+    planned = state.planned.setdefault(PLANNED, {})
+    planned.setdefault(name, rec.proposed["node_layout"])  # built alone: its own entry at least
+    ptr = pointer("data", CONFIG_KEY)
+    observed = state.observe(CONFIG, [ptr])
+    live = observed["fields"].get(ptr)
+    if observed.get("exists") is None and live is None:
+        observed = {**observed, "exists": False}  # not seen: planned as absent, apply refuses if it exists
+    base = yaml.safe_load(live if isinstance(live, str) else default_config()) or {}
+    doc = {"version": base.get("version", "v1"), "mig-configs": dict(base.get("mig-configs") or {})}
+    doc["mig-configs"].update({k: planned[k] for k in sorted(planned)})
+    errors = spec_errors(doc)
+    if errors:
+        raise fail(rec, "proposed.node_layout", f"not a valid mig-parted config: {errors[0]}")
+    if isinstance(live, str) and yaml.safe_load(live) == doc:
+        return []
+    text = yaml.safe_dump(doc, sort_keys=False)
+    cfg = CONFIG.skeleton() | {"data": {CONFIG_KEY: text}}
+    return [model.k8s_apply(cfg, "config", f"ConfigMap {CONFIG.namespace}/{CONFIG.name}: mig-parted configs "
+                                           f"{', '.join(sorted(planned))} (per-GPU layouts; "
+                                           + ("the live configs kept)" if live else "mig-manager's defaults kept)"),
+                            observed)]
 
 
 def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource: str | None,

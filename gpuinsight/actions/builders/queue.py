@@ -1,7 +1,11 @@
-"""queue: re-weight a Volcano Queue (server-side apply of the fields to change)."""
+"""queue: re-weight a Volcano Queue (server-side apply of the fields to change), or resize a Kueue
+ClusterQueue's nominalQuota (server-side apply of its whole ``spec.resourceGroups``: the CRD
+declares that list atomic, so an apply configuration must carry all of it, with every quantity
+kept but the ones the finding changes)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from gpuinsight.actions import model
@@ -18,7 +22,10 @@ def queue_ref(rec: Recommendation) -> Ref:
     name = rec.target.get("name") or rec.queue
     if not isinstance(name, str) or not name:
         raise fail(rec, "target.name", "the Queue to change is missing")
-    return Ref("Queue", None, name)
+    kind = rec.target.get("kind") or "Queue"
+    if kind not in ("Queue", "ClusterQueue"):
+        raise fail(rec, "target.kind", f"{kind!r} is not Queue or ClusterQueue")
+    return Ref(kind, None, name)
 
 
 def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
@@ -27,6 +34,8 @@ def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:
 
 def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     ref = queue_ref(rec)
+    if ref.kind == "ClusterQueue":
+        return build_cluster_queue(rec, state, ref)
     spec: dict[str, Any] = {}
     if "weight" in rec.proposed:
         spec["weight"] = int(rec.proposed["weight"])
@@ -54,3 +63,39 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
                         f"{get(cfg, p)}" for p in paths)
     return [model.k8s_apply(cfg, "config", f"Queue {ref.name}: {changes}", observed)]
 
+
+
+def build_cluster_queue(rec: Recommendation, state: ClusterState, ref: Ref) -> list[dict[str, Any]]:
+    quotas = rec.proposed.get("quotas")
+    if not isinstance(quotas, list) or not quotas:
+        raise fail(rec, "proposed.quotas", "no ClusterQueue quota to change")
+    current = state.get(ref)
+    groups = get(current, "/spec/resourceGroups") if current is not None else None
+    if not isinstance(groups, list) or not state.is_known(ref, "/spec/resourceGroups"):
+        raise fail(rec, "target", f"ClusterQueue {ref.name}: its resourceGroups are not known (collect it first)")
+    groups = copy.deepcopy(groups)
+    changes = []
+    for i, q in enumerate(quotas):
+        where = f"proposed.quotas[{i}]"
+        if not isinstance(q, dict):
+            raise fail(rec, where, "not an object")
+        slot = next((res for g in groups for fl in g.get("flavors") or [] if fl.get("name") == q.get("flavor")
+                     for res in fl.get("resources") or [] if res.get("name") == q.get("resource")), None)
+        if slot is None:
+            raise fail(rec, where, f"ClusterQueue {ref.name} has no quota for {q.get('resource')} in flavor "
+                                   f"{q.get('flavor')}")
+        for key, field in (("nominal_quota", "nominalQuota"), ("lending_limit", "lendingLimit")):
+            if q.get(key) is None:
+                continue
+            try:
+                value = quantity(q[key])
+            except ValueError as exc:
+                raise fail(rec, f"{where}.{key}", str(exc)) from exc
+            if norm(slot.get(field)) != norm(value):
+                changes.append(f"{q['resource']} ({q['flavor']}) {field} {slot.get(field)} -> {value}")
+                slot[field] = value
+    if not changes:
+        return [model.note(f"ClusterQueue {ref.name} already has these quotas", ref.key)]
+    cfg = ref.skeleton() | {"spec": {"resourceGroups": groups}}
+    observed = state.observe(ref, ["/spec/resourceGroups"])
+    return [model.k8s_apply(cfg, "config", f"ClusterQueue {ref.name}: " + ", ".join(changes), observed)]

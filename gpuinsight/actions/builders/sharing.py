@@ -10,6 +10,10 @@ The GPU Operator must point its device plugin at that ConfigMap (ClusterPolicy
 each pins its member, and the shared config and label are deduplicated across them.
 When the plan names no node, the node running most of the group is chosen (not a MIG node,
 not one already using another device-plugin config or claimed by another group in this plan).
+A host from which the plan moves whole-GPU pods away (``proposed.evict``: a device-plugin config
+shares every GPU of the node, so nothing that needs a GPU of its own may stay) is cordoned, those
+pods evicted (gangs together, PodDisruptionBudgets checked), relabelled once they are gone, and
+uncordoned before the members move in.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders.common import fail, pin_workload, readable, workload_ref
+from gpuinsight.actions.builders.common import fail, host_steps, pin_workload, readable, workload_ref
 from gpuinsight.actions.patching import pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
@@ -103,9 +107,16 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     node_ref = Ref("Node", None, node)
     observed = state.observe(node_ref, [model.label_pointer(CONFIG_LABEL)])
     current = observed["fields"].get(model.label_pointer(CONFIG_LABEL))
+    pre, gone, uncordon = host_steps(rec, state, node, f"its GPUs shared ({sharing})") \
+        if rec.proposed.get("evict") and current != name else ([], [], False)
+    actions += pre
     if current != name:
         actions.append(model.label(node, {CONFIG_LABEL: name}, f"node {node}: {CONFIG_LABEL} "
-                                   f"{current or '(unset)'} -> {name} (device plugin restarts on the node)", observed))
+                                   f"{current or '(unset)'} -> {name} (device plugin restarts on the node)", observed,
+                                   wait_for_pods_gone=gone))
+    if uncordon:
+        actions.append(model.uncordon(node, state.observe(node_ref, ["/spec/unschedulable"]),
+                                      f"uncordon {node}: its GPUs are shared ({sharing}), the members move in"))
     for ref in pinned:
         actions.append(pin_workload(state, ref, {CONFIG_LABEL: name}, None,
                                     f"share the GPUs of the node labelled {CONFIG_LABEL}={name} ({node}; "

@@ -243,7 +243,12 @@ def resource_list(obj: Any, *path: str, gpu_limit: int | None = None) -> dict[st
 
 
 GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
+# GPU resources that count no devices: HAMi's and Volcano vGPU's memory (MiB), memory and core
+# percentages per vGPU (sources/k8s/shares.py reads them)
+SHARE_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores",
+                   "volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores")
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -253,10 +258,13 @@ def is_gpu_resource(name: str) -> bool:
 
 
 def is_device_resource(name: str) -> bool:
-    """GPU resources counted in whole devices (NVIDIA's device plugin, ``<vendor>/gpu``), unlike
-    GPU-memory or GPU-core shares such as ``volcano.sh/vgpu-memory`` (MiB)."""
+    """GPU resources counted in whole devices (NVIDIA's device plugin, ``<vendor>/gpu``,
+    ``volcano.sh/vgpu-number``), unlike GPU-memory or GPU-core shares such as
+    ``nvidia.com/gpumem`` or ``volcano.sh/vgpu-memory`` (MiB)."""
     lowered = name.lower()
-    return lowered.startswith("nvidia.com/") or lowered.endswith("/gpu")
+    if lowered in SHARE_RESOURCES:
+        return False
+    return lowered.startswith("nvidia.com/") or lowered.endswith("/gpu") or lowered == "volcano.sh/vgpu-number"
 
 
 # -- output ---------------------------------------------------------------------------------

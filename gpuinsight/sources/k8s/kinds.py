@@ -9,6 +9,8 @@ from typing import Any
 from gpuinsight.sources.base import LoadContract
 from gpuinsight.sources.k8s.cluster import event_row, nodepool_row, pdb_row
 from gpuinsight.sources.k8s.common import MapContext
+from gpuinsight.sources.k8s.dra import resourceclaim_row
+from gpuinsight.sources.k8s.kueue import clusterqueue_row, localqueue_row, resourceflavor_row, workload_row
 from gpuinsight.sources.k8s.nodes import node_row
 from gpuinsight.sources.k8s.pods import pod_row
 from gpuinsight.sources.k8s.ray import raycluster_row, rayjob_row, rayservice_row, scaledobject_row
@@ -60,6 +62,21 @@ KINDS: tuple[Kind, ...] = (
          scaledobject_row, "keda.sh", ("v1alpha1",), "scaledobjects", crd=True),
     Kind("hypernodes", "HyperNode", _contract("hypernodes", "name", what="Volcano HyperNodes (network topology)"),
          hypernode_row, "topology.volcano.sh", ("v1alpha1",), "hypernodes", crd=True),
+    Kind("resourceflavors", "ResourceFlavor",
+         _contract("kueue_resource_flavors", "name", what="Kueue ResourceFlavors"), resourceflavor_row,
+         "kueue.x-k8s.io", ("v1beta2", "v1beta1"), "resourceflavors", crd=True),
+    Kind("clusterqueues", "ClusterQueue",
+         _contract("kueue_cluster_queues", "name", what="Kueue ClusterQueues: quotas per flavor and resource"),
+         clusterqueue_row, "kueue.x-k8s.io", ("v1beta2", "v1beta1"), "clusterqueues", crd=True),
+    Kind("localqueues", "LocalQueue",
+         _contract("kueue_local_queues", "namespace", "name", what="Kueue LocalQueues"), localqueue_row,
+         "kueue.x-k8s.io", ("v1beta2", "v1beta1"), "localqueues", crd=True),
+    Kind("workloads", "Workload",
+         _contract("kueue_workloads", "namespace", "name", what="Kueue Workloads: needs, admission, state"),
+         workload_row, "kueue.x-k8s.io", ("v1beta2", "v1beta1"), "workloads", crd=True),
+    Kind("resourceclaims", "ResourceClaim",
+         _contract("resource_claims", "namespace", "name", what="DRA ResourceClaims: allocated devices"),
+         resourceclaim_row, "resource.k8s.io", ("v1", "v1beta2", "v1beta1"), "resourceclaims", crd=True),
 )
 
 BY_STEM = {k.stem: k for k in KINDS}

@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuinsight.gpumodels import canonical_gpu_model
+from gpuinsight.gpumodels import MEMORY_MIB, canonical_gpu_model
 from gpuinsight.sources.k8s.common import (
     GPU,
+    GPU_SHARED,
     MapContext,
+    MapError,
     get_list,
     get_str,
     get_time,
@@ -23,6 +25,7 @@ from gpuinsight.sources.k8s.common import (
     str_map,
     to_json,
 )
+from gpuinsight.sources.k8s.shares import node_devices
 
 INSTANCE_TYPE = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 ZONE = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -32,6 +35,11 @@ EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY = "eks.amazonaws.com/capacityType"
 _EKS_CAPACITY = {"ON_DEMAND": "on-demand", "SPOT": "spot", "CAPACITY_BLOCK": "reserved"}
 SHARING = "nvidia.com/gpu.sharing-strategy"
+REPLICAS = "nvidia.com/gpu.replicas"
+# GKE's GPU sharing (time-sharing / mps with a client count per GPU) and MIG partitions
+GKE_SHARING = "cloud.google.com/gke-gpu-sharing-strategy"
+GKE_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
+GKE_PARTITION = "cloud.google.com/gke-gpu-partition-size"
 # The node-pool label of each platform, first match wins: Karpenter (v1beta1+, and the
 # Provisioner of v0.x), EKS managed node groups, GKE node pools, AKS agent pools (the
 # prefixed label since 2021, the bare one before).
@@ -45,7 +53,8 @@ SPOT_LABELS: tuple[tuple[str, str], ...] = (
     ("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"),
     ("kubernetes.azure.com/scalesetpriority", "spot"), ("node.kubernetes.io/lifecycle", "spot"),
 )
-GPU_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas",
+GPU_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.count", REPLICAS, GKE_SHARING,
+              GKE_CLIENTS, GKE_PARTITION,
               "nvidia.com/gpu.slices.gi", "nvidia.com/gpu.present", "nvidia.com/mig.config", "nvidia.com/mig.strategy",
               SHARING, "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-memory",
               "karpenter.k8s.aws/instance-gpu-count", "cloud.google.com/gke-accelerator")
@@ -119,16 +128,35 @@ def gpu_model_of(labels: dict[str, str]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def gpu_replicas(labels: dict[str, str]) -> float | None:
+    """Devices advertised per physical GPU under time-slicing or MPS: the device plugin's
+    ``nvidia.com/gpu.replicas`` (1, or 0 under MIG, when nothing is shared) or GKE's client count."""
+    for key in (REPLICAS, GKE_CLIENTS):
+        value = _num(labels.get(key))
+        if value is not None and value > 1:
+            return value
+    return None
+
+
+def slices_of(profile: str | None) -> int | None:
+    """Compute slices (of 7) of a MIG profile name (``1g.5gb`` -> 1)."""
+    head = (profile or "").partition("g.")[0]
+    return int(head) if head.isdigit() and 0 < int(head) <= 7 else None
+
+
 def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_type: str | None,
-                 facts: dict[str, tuple[str, int]] | None = None) -> int | None:
-    """Physical GPUs. Under the MIG single strategy and time-slicing, ``nvidia.com/gpu.count``
-    and the capacity count devices or replicas, so the instance's own figure comes first."""
+                 facts: dict[str, tuple[str, int]] | None = None, devices: int | None = None) -> int | None:
+    """Physical GPUs. Under the MIG single strategy, time-slicing, GKE sharing and HAMi,
+    ``nvidia.com/gpu.count`` or the capacity count devices, replicas or vGPUs, so the instance's
+    own figure comes first, then the devices a vGPU device plugin registered (``devices``)."""
     karpenter = _num(labels.get("karpenter.k8s.aws/instance-gpu-count"))
     if karpenter is not None:
         return int(karpenter)
     fact = _instance_facts(instance_type, facts)
     if fact:
         return fact[1]
+    if devices is not None:
+        return devices
     product = labels.get("nvidia.com/gpu.product") or ""
     count = _num(labels.get("nvidia.com/gpu.count"))
     if "-MIG-" in product and count:
@@ -137,10 +165,12 @@ def gpu_count_of(labels: dict[str, str], capacity: dict[str, float], instance_ty
         return max(1, math.ceil(count * slices / 7 - 1e-9))
     if count is not None:
         return int(count)
-    advertised = capacity.get(GPU)
+    advertised = capacity.get(GPU) or capacity.get(GPU_SHARED)
     if advertised:
-        replicas = _num(labels.get("nvidia.com/gpu.replicas")) or 1.0
-        return max(1, int(round(advertised / max(replicas, 1.0))))
+        slices = slices_of(labels.get(GKE_PARTITION))
+        if slices:  # GKE advertises each MIG partition as one nvidia.com/gpu
+            return max(1, math.ceil(advertised * slices / 7 - 1e-9))
+        return max(1, int(round(advertised / (gpu_replicas(labels) or 1.0))))
     if any(k.startswith("nvidia.com/mig-") and v > 0 for k, v in capacity.items()):
         return None  # MIG mixed strategy without a count label: unknown
     named = labels.get("nvidia.com/gpu.present") == "true" or gpu_model_of(labels)[0] is not None
@@ -160,9 +190,11 @@ def _instance_facts(instance_type: str | None, facts: dict[str, tuple[str, int]]
 
 
 def node_facts(labels: dict[str, str], capacity: dict[str, float],
-               facts: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
-    """Instance type, capacity type, pool, GPU model/product/count, MIG, sharing and zone of a
-    node from its labels and capacity (Kubernetes resource names). Without GPU labels the
+               facts: dict[str, tuple[str, int]] | None = None,
+               devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Instance type, capacity type, pool, GPU model/product/count/memory, MIG, sharing (strategy,
+    replicas per GPU, GKE partition) and zone of a node from its labels and capacity (Kubernetes
+    resource names) and the devices a vGPU device plugin registered. Without GPU labels the
     model comes from the instance type via the price catalog (``facts``, else the shipped one)."""
     instance_type = _first(labels, INSTANCE_TYPE)
     pool, pool_kind = node_pool(labels)
@@ -170,8 +202,16 @@ def node_facts(labels: dict[str, str], capacity: dict[str, float],
     if model is None:
         fact = _instance_facts(instance_type, facts)
         model = fact[0] if fact and fact[1] else None
-    count = gpu_count_of(labels, capacity, instance_type, facts)
+    if model is None and devices and devices[0].get("type"):  # HAMi registers "NVIDIA-Tesla V100-PCIE-32GB"
+        model = canonical_gpu_model(devices[0]["type"], devices[0].get("memory_mib"))
+    count = gpu_count_of(labels, capacity, instance_type, facts, len(devices) if devices else None)
     has_gpu = bool(count) or any(is_gpu_resource(k) and v > 0 for k, v in capacity.items())
+    replicas = gpu_replicas(labels)
+    if replicas is None and capacity.get(GPU_SHARED) and count:
+        replicas = capacity[GPU_SHARED] / count  # renameByDefault without the replicas label
+    strategy = labels.get(SHARING) or labels.get(GKE_SHARING)
+    if devices and not strategy:
+        strategy = "hami" if devices[0].get("scheme") == "hami" else "volcano-vgpu"
     return {
         "instance_type": instance_type,
         "capacity_type": capacity_type(labels),
@@ -181,9 +221,27 @@ def node_facts(labels: dict[str, str], capacity: dict[str, float],
         "gpu_product": product,
         "gpu_count": count,
         "mig_config": labels.get("nvidia.com/mig.config"),
-        "sharing_strategy": labels.get(SHARING) or ("none" if has_gpu else None),
+        "sharing_strategy": strategy or ("none" if has_gpu else None),
+        "gpu_replicas": replicas,
+        "gpu_partition": labels.get(GKE_PARTITION),
+        "gpu_memory_mib": gpu_memory_of(labels, model, devices),
         "zone": _first(labels, ZONE),
     }
+
+
+def gpu_memory_of(labels: dict[str, str], model: str | None, devices: list[dict[str, Any]] | None) -> float | None:
+    """One GPU's memory (MiB): what a vGPU device plugin registered, else GPU feature discovery's
+    ``nvidia.com/gpu.memory`` (per MIG slice on single-strategy MIG nodes: not used there),
+    Karpenter's instance figure, else the model's."""
+    registered = [d["memory_mib"] for d in devices or [] if d.get("memory_mib")]
+    if registered:
+        return max(registered)
+    product = labels.get("nvidia.com/gpu.product") or ""
+    for key in ("nvidia.com/gpu.memory", "karpenter.k8s.aws/instance-gpu-memory"):
+        value = _num(labels.get(key))
+        if value and not (key == "nvidia.com/gpu.memory" and "-MIG-" in product):
+            return value
+    return float(MEMORY_MIB[model]) if model in MEMORY_MIB else None
 
 
 def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
@@ -191,7 +249,8 @@ def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     labels = str_map(obj, "metadata", "labels")
     raw_capacity = resource_list(obj, "status", "capacity")
     capacity = {k: v for k, v in raw_capacity.items() if "/" in k or k in ("cpu", "memory")}
-    facts = node_facts(labels, raw_capacity, ctx.instance_facts)
+    devices = node_devices(str_map(obj, "metadata", "annotations"))
+    facts = node_facts(labels, raw_capacity, ctx.instance_facts, devices)
     provider_id = get_str(obj, "spec", "providerID")
     for cond in get_list(obj, "status", "conditions"):
         if isinstance(cond, dict):
@@ -207,6 +266,8 @@ def node_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "provider_id": provider_id,
         "labels": to_json(labels),
         "capacity": to_json(capacity),
+        "gpu_devices": to_json(devices) if devices else None,
+        "taints": to_json(taints(obj)),
         "first_seen": created,
         "last_seen": None,
         "_alive": True,
@@ -239,3 +300,13 @@ def eks_nodegroup_rows(node_rows: list[dict[str, Any]], ctx: MapContext) -> list
         }
         for name, g in sorted(groups.items())
     ]
+
+
+def taints(obj: dict[str, Any]) -> list[dict[str, str]]:
+    """The node's taints (key, value, effect): which pods it keeps off."""
+    out = []
+    for i, t in enumerate(get_list(obj, "spec", "taints")):
+        if not isinstance(t, dict):
+            raise MapError(f"spec.taints[{i}]", "expected an object")
+        out.append({k: str(t[k]) for k in ("key", "value", "effect") if t.get(k) is not None})
+    return out

@@ -23,6 +23,7 @@ from gpuinsight.sources.k8s.common import (
     str_map,
     to_json,
 )
+from gpuinsight.sources.k8s.shares import pod_claims
 from gpuinsight.sources.plausible import MAX_DEVICES_PER_OBJECT
 
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -113,6 +114,20 @@ def effective_gpu_requests(spec: dict[str, Any], where: str = "spec") -> dict[st
     return {k: v for k, v in sorted(total.items()) if v}
 
 
+def container_gpu_resources(spec: dict[str, Any], where: str = "spec") -> list[dict[str, float]]:
+    """Each running container's GPU resources (app containers and restartable sidecars): the
+    per-container view HAMi and Volcano vGPU requests need (memory and cores are per vGPU)."""
+    out = []
+    for group in ("containers", "initContainers"):
+        for i, c in enumerate(get_list(spec, group)):
+            if not isinstance(c, dict) or (group == "initContainers" and c.get("restartPolicy") != "Always"):
+                continue
+            res = {k: v for k, v in container_resources(c, f"{where}.{group}[{i}]").items() if is_gpu_resource(k)}
+            if res:
+                out.append(res)
+    return out
+
+
 def cpu_request(spec: dict[str, Any], where: str = "spec") -> float | None:
     """Cores the pod's app containers request (limits standing in for an unset request); None
     when no container says."""
@@ -180,6 +195,7 @@ def pod_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     owner_kind, owner_name, workload_kind, workload = resolve_workload(name, labels, owner_ref(obj))
     requests = effective_gpu_requests(spec)
     mig_profile, mig_request = mig_of(requests)
+    claims = pod_claims(container_gpu_resources(spec), annotations, labels, namespace)
     created = get_time(obj, "metadata", "creationTimestamp")
     ctx.observe(created)
     timeline = _timeline(obj, ctx)
@@ -198,6 +214,7 @@ def pod_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "mig_profile": mig_profile,
         "mig_request": mig_request,
         "gpu_requests": to_json(requests),
+        "gpu_shares": to_json(claims) if claims else None,
         "cpu_request": cpu_request(spec),
         "queue": annotations.get(QUEUE_ANNOTATION) or labels.get(QUEUE_LABEL)
         or annotations.get(QUEUE_LABEL),

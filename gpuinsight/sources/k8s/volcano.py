@@ -114,7 +114,8 @@ def vcjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     created = get_time(obj, "metadata", "creationTimestamp")
     ctx.observe(created)
     status = get_map(obj, "status")
-    ctx.observe(get_time(status, "state", "lastTransitionTime"))
+    changed = get_time(status, "state", "lastTransitionTime")
+    ctx.observe(changed)
     phase = get_str(status, "state", "phase")
     policies = {"job": get_list(spec, "policies"),
                 "tasks": {t["name"]: t["policies"] for t in tasks if t["policies"]}}
@@ -132,7 +133,8 @@ def vcjob_row(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
         "retry_count": get_int(obj, "status", "retryCount", lo=0) or 0,
         "network_topology": to_json(get_map(spec, "networkTopology")) if spec.get("networkTopology") else None,
         "created": created,
-        "last_seen": None,
+        # a finished Job was last alive when it reached that phase
+        "last_seen": changed if phase in DONE_JOB else None,
         "_alive": phase not in DONE_JOB,
     }
 

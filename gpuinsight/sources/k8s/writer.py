@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -25,12 +25,14 @@ from gpuinsight.sources.k8s.nodes import eks_nodegroup_rows
 from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.warehouse.db import Warehouse, to_polars
 
+STALE_NOTE_AFTER = timedelta(days=1)
 _DUCK_TO_POLARS: dict[str, pl.DataType] = {
     "VARCHAR": pl.Utf8(), "JSON": pl.Utf8(), "INTEGER": pl.Int32(), "BIGINT": pl.Int64(),
     "DOUBLE": pl.Float64(), "BOOLEAN": pl.Boolean(), "TIMESTAMP": pl.Datetime("us"), "DATE": pl.Date(),
 }
 _LEAST = ("first_seen", "first_ts")
-_GREATEST = ("last_seen", "last_ts")
+# snapshot_at: a read earlier than the one stored (an older dump loaded after) never moves it back
+_GREATEST = ("last_seen", "last_ts", "snapshot_at")
 # API groups besides the kind's own: events.k8s.io Events, and the kube-batch group Volcano's
 # PodGroups and Queues had before v0.2 (scheduling.incubator.k8s.io/v1alpha1, e.g. volcano#153).
 _EXPECTED_GROUPS = {"events": ("", "events.k8s.io"), "pdbs": ("policy",),
@@ -123,6 +125,8 @@ def _frame(wh: Warehouse, table: str, rows: list[dict[str, Any]], observed_at: d
         alive = row.pop("_alive", False)
         if alive and row.get("last_seen") is None:
             row["last_seen"] = observed_at
+        if "snapshot_at" in schema:  # this read listed it: it is in the newest snapshot of its kind
+            row["snapshot_at"] = observed_at
         clean.append(row)
     used = {c: t for c, t in schema.items() if clean and c in clean[0]}
     return pl.DataFrame(clean, schema=used, orient="row") if clean else pl.DataFrame(schema=used)
@@ -150,7 +154,14 @@ def write_objects(
         if kind.stem in objects:
             origin, items = objects[kind.stem]
             rows[kind.stem] = map_objects(kind, items, ctx, origin)
-    observed_at = ctx.observed_at or ctx.latest or fallback_time or utcnow()
+    # when the objects were read (a live read, or a dump's --as-of / file time), never the newest
+    # timestamp inside them: an object untouched for months is still there when it was read
+    observed_at = ctx.observed_at or fallback_time or utcnow()
+    if ctx.latest is not None and observed_at - ctx.latest > STALE_NOTE_AFTER and ctx.source == "dump":
+        report.notes.append(
+            f"the newest timestamp inside these objects is {ctx.latest:%Y-%m-%d %H:%M}, "
+            f"{(observed_at - ctx.latest).days} day(s) before they were read ({observed_at:%Y-%m-%d %H:%M}); "
+            "objects in it count as present then (give --as-of if the dump was taken at another time)")
     extra_pools = eks_nodegroup_rows(rows.get("nodes", []), ctx)
     run_id = uuid.uuid4().hex
     with wh.transaction() as con:
@@ -167,6 +178,12 @@ def write_objects(
             new = [r for r in extra_pools if r["name"] not in existing]
             frame = _frame(wh, "node_pools", new, observed_at)
             report.add("node_pools", coalesce_merge(wh, con, "node_pools", frame, BY_STEM["nodepools"].contract.primary_key))
+        for stem in rows:  # the newest read of each kind (an older dump loaded later does not win)
+            con.execute(
+                "INSERT INTO k8s_snapshots VALUES (?, ?, ?, ?) ON CONFLICT (cluster, kind) DO UPDATE SET "
+                "source = CASE WHEN excluded.observed_at >= observed_at THEN excluded.source ELSE source END, "
+                "observed_at = greatest(observed_at, excluded.observed_at)",
+                [ctx.cluster, stem, observed_at, ctx.source])
         clusters = pl.DataFrame([{"cluster": ctx.cluster, "first_seen": observed_at, "last_seen": observed_at}],
                                 schema=table_schema(wh, "clusters"))
         coalesce_merge(wh, con, "clusters", clusters, ("cluster",))

@@ -12,12 +12,15 @@ answers are expanded with :meth:`Matrix.series_frame`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import polars as pl
+
+from gpuinsight.sources.k8s.common import SHARE_RESOURCES
 
 BASE_COLUMNS = ("metric", "ts", "value")
 TS = pl.Datetime("us")
@@ -151,6 +154,11 @@ def describe_series(row: dict[str, Any]) -> str:
     return f"{row.get('metric')}{{{labels}}}"
 
 
+def sanitized_resource(resource: str) -> str:
+    """kube-state-metrics' spelling of a resource name (``nvidia.com/gpu`` -> ``nvidia_com_gpu``)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
+
+
 def unsanitize_resource(resource: str) -> str:
     """kube-state-metrics' sanitised resource name back to the Kubernetes one.
 
@@ -158,6 +166,9 @@ def unsanitize_resource(resource: str) -> str:
     ``nvidia_com_gpu`` -> ``nvidia.com/gpu``, ``nvidia_com_mig_1g_10gb`` -> ``nvidia.com/mig-1g.10gb``,
     ``nvidia_com_gpu_shared`` -> ``nvidia.com/gpu.shared``.
     """
+    for known in SHARE_RESOURCES:  # HAMi's names hold '-' where the rule below would put '.'
+        if resource == sanitized_resource(known):
+            return known
     if resource.startswith("nvidia_com_mig_"):
         return "nvidia.com/mig-" + mig_profile_of(resource)
     if resource.startswith("nvidia_com_"):

@@ -20,7 +20,9 @@ import orjson
 import polars as pl
 
 from gpuinsight.errors import BadInput
+from gpuinsight.sources.k8s.common import SHARE_RESOURCES
 from gpuinsight.sources.k8s.nodes import KNOWN_NODE_LABELS, node_facts, zone_of_provider
+from gpuinsight.sources.k8s.shares import HAMI_ALLOCATED, KAI_FRACTION, KAI_GROUP, KAI_MEMORY, pod_claims
 from gpuinsight.sources.plausible import EARLIEST_S, MAX_DEVICES_PER_OBJECT, latest_s
 from gpuinsight.sources.prom.frames import (
     TS,
@@ -28,6 +30,7 @@ from gpuinsight.sources.prom.frames import (
     first_label,
     lab,
     mig_profile_of,
+    sanitized_resource,
     unsanitize_resource,
 )
 
@@ -44,13 +47,14 @@ POD_COLUMNS: dict[str, pl.DataType] = {
     "gpu_requests": pl.Utf8(), "queue": pl.Utf8(), "podgroup": pl.Utf8(), "vcjob": pl.Utf8(),
     "priority_class": pl.Utf8(), "scheduler": pl.Utf8(), "created": TS, "scheduled": TS, "started": TS,
     "finished": TS, "last_seen": TS, "phase": pl.Utf8(), "labels": pl.Utf8(), "annotations": pl.Utf8(),
-    "source": pl.Utf8(), "cpu_request": pl.Float64(),
+    "source": pl.Utf8(), "cpu_request": pl.Float64(), "gpu_shares": pl.Utf8(),
 }
 NODE_COLUMNS: dict[str, pl.DataType] = {
     "cluster": pl.Utf8(), "node": pl.Utf8(), "instance_type": pl.Utf8(), "capacity_type": pl.Utf8(),
     "node_pool": pl.Utf8(), "node_pool_kind": pl.Utf8(), "gpu_model": pl.Utf8(), "gpu_product": pl.Utf8(),
     "gpu_count": pl.Int32(), "mig_config": pl.Utf8(), "sharing_strategy": pl.Utf8(), "zone": pl.Utf8(),
     "provider_id": pl.Utf8(), "labels": pl.Utf8(), "capacity": pl.Utf8(), "first_seen": TS, "last_seen": TS,
+    "gpu_replicas": pl.Float64(), "gpu_partition": pl.Utf8(), "gpu_memory_mib": pl.Float64(),
 }
 NONE = "<none>"  # how kube-state-metrics up to v2.0 wrote an unset value (created_by_kind, owner_kind ...)
 # The flag that makes kube-state-metrics >= 2.0 publish the labels gpuinsight reads.
@@ -76,8 +80,13 @@ def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None =
     metric = pl.col("metric")
     gpu = series.filter(metric.is_in(_DEVICE_SERIES))
     if gpu.height:
-        gpu = gpu.filter(lab(gpu, "resource").str.starts_with("nvidia_com_").fill_null(False))
+        res = lab(gpu, "resource")
+        shares = res.is_in([sanitized_resource(r) for r in SHARE_RESOURCES]).fill_null(False)
         v = pl.col("value")
+        # HAMi's memory (MiB) and percentages count no devices: finite and not negative
+        _refuse(gpu.filter(shares & ~(v.is_finite() & (v >= 0))), where, line_column,
+                "GPU memory or core share is not a finite quantity >= 0")
+        gpu = gpu.filter(res.str.starts_with("nvidia_com_").fill_null(False) & ~shares)
         bad = gpu.filter(~(v.is_finite() & (v >= 0) & (v <= MAX_DEVICES_PER_OBJECT) & (v == v.floor())))
         _refuse(bad, where, line_column, f"GPU resource value is not a whole number of devices 0..{MAX_DEVICES_PER_OBJECT}")
     times = series.filter(metric.is_in(_TIME_SERIES))
@@ -211,7 +220,7 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
         p["queue"] = lbl.get("volcano_sh_queue_name") or ann.get("scheduling_volcano_sh_queue_name")
         p["podgroup"] = ann.get("scheduling_k8s_io_group_name")
         p["vcjob"] = lbl.get("volcano_sh_job_name") or ann.get("volcano_sh_job_name")
-        _requests(p, gpu_reqs.get(uid))
+        _requests(p, gpu_reqs.get(uid), ann, lbl)
         p["workload_kind"], p["workload"] = _workload(p, rs_owner, job_owner)
         rows.append(p)
     out = pl.DataFrame(rows, schema_overrides={"created": pl.Float64, "scheduled": pl.Float64,
@@ -248,12 +257,19 @@ def _uid_by_name(s: pl.DataFrame, notes: dict[str, str]) -> pl.DataFrame:
                      how="diagonal_relaxed")
 
 
-def _requests(p: dict[str, Any], reqs: dict[str, float] | None) -> None:
-    """GPU requests: whole GPUs, and the MIG profile most requested (a pod asks for one kind)."""
+def _requests(p: dict[str, Any], reqs: dict[str, float] | None, ann: dict[str, str], lbl: dict[str, str]) -> None:
+    """GPU requests: whole GPUs, and the MIG profile most requested (a pod asks for one kind);
+    HAMi's memory and core shares as one container (the series are summed over containers)."""
     if not reqs:
         return
     p["gpu_request"] = float(reqs.get("nvidia_com_gpu", 0.0))
-    p["gpu_requests"] = _json({unsanitize_resource(k): v for k, v in reqs.items()})
+    named = {unsanitize_resource(k): v for k, v in reqs.items()}
+    p["gpu_requests"] = _json(named)
+    # the allow-listed annotations and labels the share claims read, under their Kubernetes names
+    annotations = {k: ann[s] for k in (HAMI_ALLOCATED, KAI_FRACTION, KAI_MEMORY) if (s := sanitized_label(k)[0]) in ann}
+    labels = {k: lbl[s] for k in ("app", KAI_GROUP) if (s := sanitized_label(k)[0]) in lbl}
+    claims = pod_claims([named], annotations, labels, p.get("namespace") or "")
+    p["gpu_shares"] = _json(claims) if claims else None
     mig = {k: v for k, v in reqs.items() if k.startswith("nvidia_com_mig_") and v > 0}
     if mig:
         top = max(sorted(mig), key=lambda k: mig[k])

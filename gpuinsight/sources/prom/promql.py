@@ -266,6 +266,17 @@ def ksm_chunk_exprs(window_s: int, matchers: Sequence[Matcher], pod_key: str = P
     return out
 
 
+def kueue_exprs(step: int, matchers: Sequence[Matcher]) -> list[tuple[str, str]]:
+    """Kueue's ClusterQueue quota series (usage, reservation, nominal quota) and HAMi's
+    per-container GPU series (utilisation, memory) per step: what other schedulers say of GPUs
+    and quotas; empty answers where they are not installed or not scraped."""
+    from gpuinsight.sources.hami_metrics import METRICS as HAMI
+    from gpuinsight.sources.kueue_metrics import METRICS as KUEUE
+
+    return [(f"avg_over_time({selector(m, matchers)}[{dur(step)}])" if m in HAMI
+             else f"last_over_time({selector(m, matchers)}[{dur(step)}])", m) for m in (*KUEUE, *HAMI)]
+
+
 def chunk_grid(t0: int, t1: int, step: int, steps_per_chunk: int) -> list[tuple[int, int]]:
     """Split the evaluation grid t0..t1 (multiples of step) into chunks of at most N points."""
     out = []

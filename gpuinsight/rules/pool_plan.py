@@ -1,0 +1,178 @@
+"""One placement problem per node pool, shared by GPU sharing (consolidation) and binpack.
+
+A pool is the nodes of one (cluster, node pool, zone, GPU model) that hold whole-GPU work after
+the earlier findings of the plan (idle pods scaled away, small workloads moved onto shared
+GPUs). :func:`build_problem` turns it into a :class:`~gpuinsight.rules.pack_bound.PoolProblem`:
+each node's capacity is its GPUs less those earlier findings returned to the pool (never less
+than what stays on it); each pod a whole-GPU pod that may move, with its gang (strict gangs move
+whole), its PodDisruptionBudgets and the elastic part of its gang as budgets, pinned when it may
+not move (a MIG pod, production when production may not move, a busy strict gang, a gang
+reaching outside the pool, or a pod an earlier finding already moved). The consolidation rule
+adds what sharing needs (GPUs to partition, sharing hosts to empty) and solves the pool with
+binpack's objective; binpack then solves the same pool again with the shared GPUs in place.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from gpuinsight.rules.common import cluster_of, num
+from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
+from gpuinsight.rules.pack_bound import PoolNode, PoolPlan, PoolPod, PoolProblem, solve_greedy, solve_ilp
+
+PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
+
+
+def pool_key(node: dict[str, Any]) -> PoolKey:
+    return (str(node.get("cluster") or ""), node.get("node_pool"), node.get("zone"), node.get("gpu_model"))
+
+
+def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
+    """Whole-GPU nodes the pool planner may move work between, partition GPUs of or release:
+    not running MIG or a sharing config already (a node whose pods hold fractions of shared GPUs
+    is shared: its GPUs are not whole-GPU bins), not a sharing host or released by this plan."""
+    if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
+        return False
+    if num(n.get("fractional_pods")) > 0:
+        return False
+    if (n.get("sharing_strategy") or "none") not in ("none", ""):
+        return False
+    return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
+
+
+def pdb_key(b: dict[str, Any]) -> str:
+    """A PDB's budget name: its cluster's namespace and name (a PDB covers its own cluster's pods)."""
+    return f"pdb:{cluster_of(b)}/{b['namespace']}/{b['name']}"
+
+
+def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
+    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+    pods = LabelIndex(placement, lambda p: (cluster_of(p), p["namespace"]), lambda p: as_map(p.get("labels")))
+    out = {}
+    for b in pdbs:
+        covered = len(pods.covered((cluster_of(b), b["namespace"]), as_map(b.get("selector"))))
+        out[pdb_key(b)] = allowed_disruptions(b, covered, covered)
+    return out
+
+
+def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[str, ...]:
+    labels = as_map(p.get("labels"))
+    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p["namespace"]), [])
+                 if selector_matches(as_map(b.get("selector")), labels))
+
+
+class PoolInputs:
+    """What every pool of a plan is built from, computed once per rule run."""
+
+    def __init__(self, frames: dict[str, Any], ctx: PlanContext) -> None:
+        self.busy = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): num(r.get("gr_mean"))
+                     for r in ctx.rows(frames, "workload_gpu_profile")}
+        self.placement = ctx.rows(frames, "placement_current")
+        pdbs = ctx.rows(frames, "disruption_budgets")
+        self.budgets = pdb_budgets(self.placement, pdbs)
+        self.pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # a PDB is its cluster's
+        for b in pdbs:
+            self.pdbs_by_ns[(cluster_of(b), b["namespace"])].append(b)
+
+
+def build_problem(key: PoolKey, members: list[dict[str, Any]], pods_on: dict[tuple[str, str], list[dict[str, Any]]],
+                  inputs: PoolInputs, settings: dict[str, Any], ctx: PlanContext,
+                  ) -> tuple[PoolProblem, list[dict[str, Any]]]:
+    """The pool's problem: ``members`` are its nodes (``nodes_current`` rows), ``pods_on`` the
+    whole-GPU pods on each (cluster, node) after the earlier findings; ``settings`` binpack's
+    (which pods may move). GPUs earlier findings gave to shared work are fixed load."""
+    cluster = key[0]
+    # what each PodDisruptionBudget allows, less the evictions earlier findings of the plan make
+    problem = PoolProblem([], [], {b: n - ctx.evictions.get(b, 0) for b, n in inputs.budgets.items()})
+    pod_rows: list[dict[str, Any]] = []
+    for j, n in enumerate(members):
+        node_key = (cluster, n["node"])
+        pods = pods_on.get(node_key, [])
+        fixed = ctx.shared_gpus.get(node_key, 0.0)
+        staying = sum(num(p.get("gpus")) for p in pods) + fixed
+        free_of_claims = num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(node_key)
+        # a node holding more than that (periodic work keeps its place while returning GPU-hours)
+        # keeps what it holds and takes nothing new
+        problem.nodes.append(PoolNode(n["node"], max(free_of_claims, staying), num(n.get("usd_per_hour")),
+                                      closed=staying > free_of_claims + 1e-9, fixed=fixed))
+        for p in pods:
+            gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
+            strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
+            elastic = bool(p.get("gang")) and gang_size > 1 and not strict
+            gang_id = f"{p['namespace']}/{p['gang']}" if strict else None
+            prod, why = ctx.is_production(p)
+            pinned = bool(p.get("mig_profile")) or (prod and not settings["include_production"])
+            if strict and inputs.busy.get((cluster, p["namespace"], p["workload"]), 0.0) >= settings["busy_gang_activity"]:
+                pinned = True
+            if (cluster, p["namespace"], p["pod"]) in ctx.pods_moved:
+                pinned = True  # moved once by this plan already: it is not moved again
+            own = pod_budgets(p, inputs.pdbs_by_ns)
+            if elastic:
+                name = f"gang:{cluster}/{p['namespace']}/{p['gang']}"  # the cluster's gang
+                problem.budgets[name] = gang_size - int(min_member or 1) - ctx.evictions.get(name, 0)
+                own = (*own, name)
+            problem.pods.append(PoolPod(f"{p['namespace']}/{p['pod']}", j, num(p.get("gpus")), gang_id, pinned, own))
+            pod_rows.append({**p, "_production": prod, "_why": why})
+    # a strict gang with pods outside this pool cannot be re-placed here: keep it where it is
+    seen: dict[str, int] = defaultdict(int)
+    for pp in problem.pods:
+        if pp.gang:
+            seen[pp.gang] += 1
+    for pp, row in zip(problem.pods, pod_rows, strict=True):
+        if pp.gang and seen[pp.gang] < int(num(row.get("gang_pods"), 1)):
+            pp.pinned = True
+    return problem, pod_rows
+
+
+def solve(problem: PoolProblem, settings: dict[str, Any]) -> PoolPlan:
+    """The exact plan where the pool is small enough (and HiGHS proves it in time), else greedy."""
+    plan = solve_ilp(problem, time_limit_s=settings["ilp_time_limit_s"], max_variables=int(settings["ilp_max_variables"]))
+    return plan if plan is not None else solve_greedy(problem)
+
+
+def pods_after(placement: list[dict[str, Any]], ctx: PlanContext) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The whole-GPU pods on each (cluster, node) after the earlier findings: pods they take away
+    are gone, pods they moved are on their new node."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in placement:
+        c = str(p.get("cluster") or "")
+        if (c, p["namespace"], p["pod"]) in ctx.pods_leaving or (c, p["namespace"], p["workload"]) in ctx.workloads_leaving:
+            continue
+        out[(c, ctx.pods_moved.get((c, p["namespace"], p["pod"]), p["node"]))].append(p)
+    return out
+
+
+def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any]],
+              only: set[int] | None = None) -> list[dict[str, Any]]:
+    """The evictions (``only``: of these pods), grouped per (gang or pod, from, to), largest first."""
+    grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i in plan.evicted(problem):
+        if only is not None and i not in only:
+            continue
+        p, row = problem.pods[i], pod_rows[i]
+        src, dst = problem.nodes[p.node].name, problem.nodes[plan.assign[i]].name
+        key = (row["namespace"], p.gang or row["pod"], src, dst)
+        m = grouped.setdefault(key, {"namespace": row["namespace"], "workload": row.get("workload"),
+                                     "gang": row.get("gang") if p.gang else None, "pods": [], "from": src,
+                                     "to": dst, "gpus": 0.0, "production": row["_production"],
+                                     "production_reason": row["_why"], "_index": []})
+        m["pods"].append(row["pod"])
+        m["_index"].append(i)
+        m["gpus"] = round(m["gpus"] + p.gpus, 3)
+    return sorted(grouped.values(), key=lambda m: (-m["gpus"], m["namespace"], m["pods"][0]))
+
+
+def record_moves(ctx: PlanContext, cluster: str, moves: list[dict[str, Any]], problem: PoolProblem,
+                 by: str | None = None) -> None:
+    """Tell the later rules where moved pods go (``move_list`` entries), which budgets their
+    evictions used, and (``by``) which finding moves them off their node."""
+    for m in moves:
+        ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
+        ctx.pods_moved.update({(cluster, m["namespace"], pod): m["to"] for pod in m["pods"]})
+        if by is not None:
+            ctx.moved_by.update({(cluster, m["namespace"], pod): by for pod in m["pods"] if m["to"] != m["from"]})
+        for i in m["_index"]:
+            for b in problem.pods[i].budgets:
+                ctx.evictions[b] = ctx.evictions.get(b, 0) + 1
