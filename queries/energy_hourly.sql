@@ -39,7 +39,8 @@ parts AS (
 ),
 w AS (
     SELECT cluster, namespace, pod, arg_max(workload_kind, end_ts) AS workload_kind, arg_max(workload, end_ts) AS workload,
-           arg_max(queue, end_ts) AS queue, arg_max(team, end_ts) AS team
+           arg_max(queue, end_ts) AS queue, arg_max(cluster_queue, end_ts) AS cluster_queue,
+           arg_max(team, end_ts) AS team
     FROM pod_gpu_allocations
     GROUP BY ALL
 )
@@ -48,7 +49,7 @@ SELECT p.cluster, date_trunc('hour', p.ts) AS hour, p.node,
             WHEN regexp_matches(n.zone, '^[a-z]+-[a-z]+[0-9]+-[a-z]$') THEN left(n.zone, -2)
             ELSE n.zone END AS region,
        p.namespace, coalesce(w.workload_kind, CASE WHEN p.pod IS NOT NULL THEN 'Pod' END) AS workload_kind,
-       coalesce(w.workload, p.pod) AS workload, w.queue, coalesce(w.team, p.namespace) AS team,
+       coalesce(w.workload, p.pod) AS workload, w.queue, w.cluster_queue, coalesce(w.team, p.namespace) AS team,
        sum(p.joules) / 3.6e6 AS energy_kwh,
        sum(p.joules) FILTER (WHERE p.from_counter) / 3.6e6 AS energy_kwh_from_counter,
        count(DISTINCT p.gpu_uuid) AS gpus

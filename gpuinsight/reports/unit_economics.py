@@ -11,6 +11,7 @@ import altair as alt
 import polars as pl
 
 from gpuinsight.reports.chartkit import ChartLike, heading, placeholder
+from gpuinsight.reports.frames import cluster_scoped
 from gpuinsight.reports.theme import WIDTH
 
 esc = html.escape
@@ -26,8 +27,9 @@ def cost_per_token_trend(daily: pl.DataFrame) -> ChartLike:
     data = daily.filter(pl.col("usd_per_1m_tokens").is_not_null())
     if data.is_empty():
         return placeholder(title, "no inference-server metrics in the data")
-    data = data.with_columns((pl.col("namespace") + "/" + pl.col("workload") + " (" + pl.col("model_name") + ")")
-                             .alias("deployment"), pl.col("usd_per_1m_tokens").round(4))
+    data = cluster_scoped(data.with_columns(
+        (pl.col("namespace") + "/" + pl.col("workload") + " (" + pl.col("model_name").fill_null("—") + ")")
+        .alias("deployment"), pl.col("usd_per_1m_tokens").round(4)), "deployment")
     return alt.Chart(data.select("day", "deployment", "usd_per_1m_tokens")).mark_line(point=True).encode(
         x=alt.X("day:T", title="day (UTC)"), y=alt.Y("usd_per_1m_tokens:Q", title="$ per 1M tokens"),
         color=alt.Color("deployment:N", title=None), tooltip=["deployment:N", "day:T", "usd_per_1m_tokens:Q"],
@@ -44,7 +46,9 @@ def section(economics: pl.DataFrame, energy: pl.DataFrame) -> str:
     """HTML of the unit-economics section ("" when there is neither serving nor energy data)."""
     parts = []
     if economics.height:
-        rows = [[f"{r['namespace']}/{r['workload']}", r["model_name"] or "—", r["server"] or "—",
+        economics = cluster_scoped(economics.with_columns(
+            (pl.col("namespace") + "/" + pl.col("workload")).alias("deployment")), "deployment")
+        rows = [[r["deployment"], r["model_name"] or "—", r["server"] or "—",
                  _fmt(r["tokens_per_hour"], ",.0f"), _fmt(r["usd_per_1m_tokens"], ",.3f"),
                  _fmt(r["usd_per_1m_prompt_tokens"], ",.3f"), _fmt(r["usd_per_1m_generated_tokens"], ",.3f"),
                  _fmt(None if r["gr_active_avg"] is None else r["gr_active_avg"] * 100, ".0f") + " %",
@@ -57,6 +61,7 @@ def section(economics: pl.DataFrame, energy: pl.DataFrame) -> str:
                      + _table(["deployment", "model", "server", "tokens/h", "$ / 1M tokens", "$ / 1M prompt",
                                "$ / 1M generated", "GR", "p95 TTFT (s)", "hours with no token"], rows))
     if energy.height:
+        energy = cluster_scoped(energy, "group")
         rows = [[r["group"], _fmt(r["energy_kwh"], ",.1f"), _fmt(r["usd"], ",.2f"), _fmt(r["kg_co2e"], ",.1f"),
                  _fmt(None if r["share_from_counter"] is None else r["share_from_counter"] * 100, ".0f") + " %"]
                 for r in energy.iter_rows(named=True)]

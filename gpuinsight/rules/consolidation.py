@@ -260,7 +260,10 @@ class ConsolidationRule(Rule):
                 row = {**r, "_node": node, "_production_reason": why,
                        "_serving": serving.get((cluster, r["namespace"], r["workload"]))}
                 indices = tuple(int(i) for i in p.get("gpu_indices") or []) or None
-                evictable = not p.get("gang") and not pod_budgets(p, inputs.pdbs_by_ns)
+                # stopped first: not a gang of several pods (never split), no PodDisruptionBudget; the
+                # one pod of a gang (Volcano's podgroup of a Deployment) restarts whole
+                gang = bool(p.get("gang")) and num(p.get("gang_pods"), 1) > 1
+                evictable = not gang and not pod_budgets(p, inputs.pdbs_by_ns)
                 out.append(Demand((cluster, r["namespace"], r["workload"]), p["pod"], p["node"], mem, compute,
                                   production, row, indices, evictable))
         return out

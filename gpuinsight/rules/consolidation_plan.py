@@ -47,7 +47,7 @@ class Demand:
     production: bool
     row: dict[str, Any] = field(default_factory=dict, repr=False)
     gpu_indices: tuple[int, ...] | None = None  # the GPU(s) its pod holds now (DCGM), None: unknown
-    evictable: bool = False       # its pod may be stopped before a repartition (no PDB, not a gang)
+    evictable: bool = False       # its pod may be stopped before a repartition (no PDB, no gang of several)
 
     @property
     def size(self) -> float:

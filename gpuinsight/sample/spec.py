@@ -412,9 +412,10 @@ WORKLOADS += (
 
 # Unit economics (issue 24): a vLLM chat service alone on a one-GPU H100 node. It started with
 # --gpu-memory-utilization 0.40, so its framebuffer holds 40 % of the GPU, and at peak it uses
-# about a quarter of the GPU's compute; a small safety classifier holds a whole H100 on another
-# node. One GPU split 3g.40gb + 2g.20gb holds both: each pays half a GPU, so the chat service's cost
-# per token halves (planted: mig, both). Its nodes and workloads draw from a generator
+# about a quarter of the GPU's compute; a safety classifier, as busy at peak and with less memory,
+# holds a whole H100 on another node. Each needs three compute slices (a peak between 2/7 and 3/7 of
+# the compute target), so one GPU split 3g.40gb + 3g.40gb holds both: each pays half a GPU (its
+# slices over the slices in use), so the chat service's cost per token halves (planted: mig, both). Its nodes and workloads draw from a generator
 # of their own, so everything above keeps its facts.
 SERVING_NODE_COUNT = len(NODES)
 SERVING_WORKLOAD_COUNT = len(WORKLOADS)
@@ -432,7 +433,7 @@ WORKLOADS += (
                                    ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization",
                                     "0.40"))),
     WorkloadDef("prod-chat", "safety-guard", "Deployment", "inference", (("h100-od-6", (0,)),),
-                Profile(0.08, 0.03, 15.0, 0.015, 0.01, 0.02, 0.16, 0.8, 14200, 150, 40, 13900, 14500),
+                Profile(0.24, 0.04, 15.0, 0.02, 0.015, 0.14, 0.33, 0.8, 14200, 150, 40, 13900, 14500),
                 planted="mig", image="registry.example.com/chat/safety-guard:1.4.0", container="guard", cpu="4",
                 memory="16Gi", age_days=9.0, mig_target=("3g.40gb", 0.5)),
 )
