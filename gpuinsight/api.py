@@ -158,6 +158,25 @@ class GpuInsight:
         self.refresh()
         return report
 
+    def set_energy_rate(self, region: str, usd_per_kwh: float, kg_co2e_per_kwh: float, *,
+                        source: str | None = None) -> None:
+        """What a kWh costs and emits in ``region`` (the node's zone without its letter, e.g.
+        ``us-east-1``; ``*`` for every region not listed): ``energy_by`` prices energy with it."""
+        from gpuinsight.sources.energy_rates import set_energy_rate
+
+        set_energy_rate(self.wh, region, usd_per_kwh, kg_co2e_per_kwh, source)
+        if self._answers is not None:
+            self._answers.clear()
+
+    def collect_energy_rates(self, path: Path) -> LoadReport:
+        """Set the rates of the regions a CSV lists (``region,usd_per_kwh,kg_co2e_per_kwh[,source]``)."""
+        from gpuinsight.sources.energy_rates import load_energy_rates
+
+        report = load_energy_rates(self.wh, Path(path))
+        if self._answers is not None:
+            self._answers.clear()
+        return report
+
     def import_alibaba_openb(self, pods: Path, nodes: Path) -> LoadReport:
         from gpuinsight.sources.alibaba import import_openb
 
