@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from gpuinsight.config import Config, PrometheusConfig
+from gpuinsight.errors import BadInput
 from gpuinsight.sources.dcgm import POWER_LIMIT_W
 from gpuinsight.sources.openmetrics import load_openmetrics, parse_exposition
 from gpuinsight.sources.prices import load_catalog
@@ -33,6 +34,7 @@ FIXTURES = {
     "vllm-v1-production-stack-617.prom": ("vllm", "zai-org/GLM-4.5"),
     "sglang-1853.prom": ("sglang", "/shared/public/elr-models/meta-llama/Llama-3.2-3B/5cc0ffe09ee49f7be6ca7c794ee6bd7245e84e60/"),
     "triton-trtllm-readme.prom": ("triton", "tensorrt_llm"),
+    "tgi-datadog-payload.prom": ("tgi", ""),  # TGI names no model
 }
 INCREMENT = 7.0  # each scrape adds this to every counter and bucket (the tests' construction)
 
@@ -44,7 +46,7 @@ def _series(name: str, scrapes: int = 120) -> list[Series]:
     out = []
     for r in frame.iter_rows(named=True):
         labels = {k: v for k, v in r.items() if k not in ("metric", "ts", "value", "@line") and v is not None}
-        grows = r["metric"].endswith(("_total", "_bucket", "_success"))
+        grows = r["metric"].endswith(("_total", "_bucket", "_success", "_sum", "_count"))
         pts = [(T_S + SCRAPE_S * i, r["value"] + (INCREMENT * i if grows else 0.0)) for i in range(scrapes)]
         out.append(Series(r["metric"], {**labels, "namespace": "ml", "pod": "srv-0", "fixture": name}, pts))
     return out
@@ -100,6 +102,16 @@ def test_real_scrapes_load_through_the_file_path_and_a_real_prometheus(prom: str
         for rows in (file_rows, prom_rows):
             assert rows["kv_cache_usage"].drop_nulls().to_list()[0] == pytest.approx(1 / 6239)
             assert rows["requests"].drop_nulls().len()
+    if name == "tgi-datadog-payload.prom":  # tokens from the length histograms' sums, ITL from TGI's own
+        for rows in (file_rows, prom_rows):
+            full = rows.filter(pl.col("prompt_tokens").is_not_null()).head(10)
+            assert full.height and full["prompt_tokens"].to_list() == pytest.approx([per_step] * full.height, rel=0.12)
+            assert full["generation_tokens"].to_list() == pytest.approx([per_step] * full.height, rel=0.12)
+            assert rows["requests"].drop_nulls().len()
+            # every new request lands in the first bucket (<= 0.15 ms per token)
+            itl = rows["itl_p95_s"].drop_nulls()
+            assert itl.len() and all(0 < v <= 0.00015 + 1e-12 for v in itl)
+            assert rows["kv_cache_usage"].null_count() == rows.height  # TGI publishes no KV-cache use
     if name == "vllm-v1-production-stack-617.prom":
         for rows in (file_rows, prom_rows):
             assert rows["kv_cache_usage_max"].max() == pytest.approx(9.75010481363281e-06)
@@ -241,3 +253,85 @@ def test_random_fleets_tokens_only_on_pods_holding_gpus_and_energy_within_power(
         hours = {r["node"]: r["h"] for r in measured}
         for node, kwh in per_node.iter_rows():
             assert kwh <= POWER_LIMIT_W["H100-80GB"] * hours[node] / 1000 + 1e-9
+
+
+def test_cost_per_token_is_on_the_share_of_the_gpu_each_pod_held(tmp_path: Path) -> None:
+    """Kueue's HAMi example: three replicas of one Deployment, each holding 30 % of a V100's cores
+    (2 $ per GPU-hour): the deployment's tokens cost 0.9 of a GPU between them, not three GPUs and
+    not one (the share model of pod_gpu_shares, issue 21, is what unit_economics prices)."""
+    from tests.sharing_objects import T0 as HAMI_T0
+    from tests.sharing_objects import kueue_hami_cluster
+    from tests.test_gpu_shares import CFG, open_fleet
+
+    g = open_fleet(tmp_path, kueue_hami_cluster())
+    with g:
+        held = g.sql("SELECT namespace, pod, workload, gpus FROM pod_gpu_allocations ORDER BY pod").rows()
+        assert len(held) == 3 and all(gpus == pytest.approx(0.3) for *_, gpus in held)
+        start = int(HAMI_T0.timestamp())
+        lines = []
+        for ns, pod, _, _ in held:
+            for i in range(25):  # two hours of 5-minute scrapes, 1,000 prompt and 500 generated tokens each
+                lines.append(f'vllm:prompt_tokens_total{{model_name="m",namespace="{ns}",pod="{pod}"}} {1000 * i} '
+                             f"{start + 300 * i}")
+                lines.append(f'vllm:generation_tokens_total{{model_name="m",namespace="{ns}",pod="{pod}"}} {500 * i} '
+                             f"{start + 300 * i}")
+        path = tmp_path / "vllm.prom"
+        path.write_text("\n".join(lines) + "\n")
+        load_openmetrics(g.wh, CFG, path, step_s=300)
+        g.refresh()
+        (row,) = g.query("unit_economics").to_dicts()
+        hours = g.query("fleet_summary").row(0, named=True)["hours"]
+    assert row["workload"] == held[0][2] and row["gpu_hours"] == pytest.approx(0.9 * hours)
+    assert row["cost_usd"] == pytest.approx(0.9 * hours * 2.0)
+    tokens = 3 * 24 * 1500
+    assert row["tokens"] == tokens
+    assert row["usd_per_1m_tokens"] == pytest.approx(0.9 * hours * 2.0 / tokens * 1e6)
+
+
+def test_a_tgis_scrape_is_not_taken_for_tgi(tmp_path: Path) -> None:
+    """IBM's TGIS publishes tgi_* names of its own (a method label holding quotes and braces): it
+    parses, and none of its series is read as Hugging Face TGI's tokens or latency."""
+    path = _file(tmp_path, "tgis-ibm-18.prom")
+    cfg = Config(db_path=tmp_path / "w.duckdb", cluster="real")
+    with Warehouse(cfg.db_path) as wh:
+        with pytest.raises(BadInput, match="no dcgm-exporter, kube-state-metrics or inference-server series"):
+            load_openmetrics(wh, cfg, path, step_s=300)
+        assert wh.count("serving_samples") == 0
+
+
+def test_energy_rates_are_set_per_region_from_the_api_and_a_csv(tmp_path: Path) -> None:
+    """energy_by prices a node's kWh at its region's rate ('*' for regions not listed); a rate is set
+    per region (API), or from a CSV (CLI), where a bad row is refused with its line and changes nothing."""
+    from click.testing import CliRunner
+
+    import gpuinsight as gi
+    from gpuinsight.cli import main
+
+    pods = [{"ns": "chat", "pod": "chat-1", "workload": "chat", "node": "n1", "start": 0, "end": 13,
+             "model": "m", "prompt": 10, "gen": 10, "watts": 500.0}]
+    _warehouse(tmp_path, _fleet_text(1, pods)).close()
+    db = tmp_path / "w.duckdb"
+    with gi.open(db) as g:
+        (row,) = g.query("energy_by", by="namespace").filter(pl.col("group") == "chat").to_dicts()
+        kwh = row["energy_kwh"]
+        assert kwh == pytest.approx(0.5 * 13 * 300 / 3600)  # 500 W for 13 five-minute steps
+        assert row["usd"] == pytest.approx(kwh * 0.0892)  # us-east-1: EIA 2023, Virginia industrial
+        g.set_energy_rate("us-east-1", 0.25, 0.1, source="our contract")
+        (row,) = g.query("energy_by", by="namespace").filter(pl.col("group") == "chat").to_dicts()
+        assert (row["usd"], row["kg_co2e"]) == (pytest.approx(kwh * 0.25), pytest.approx(kwh * 0.1))
+        with pytest.raises(BadInput, match="usd_per_kwh 250.0 is not a rate"):
+            g.set_energy_rate("us-east-1", 250.0, 0.1)
+    good = tmp_path / "rates.csv"
+    good.write_text("region,usd_per_kwh,kg_co2e_per_kwh,source\nus-east-1,0.12,0.3,tariff 2026\n*,0.2,0.5,\n")
+    res = CliRunner().invoke(main, ["collect", "energy-rates", "--csv", str(good), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("region,usd_per_kwh,kg_co2e_per_kwh\nus-east-1,0.5,0.3\neu-west-1,0.1,379\n")
+    res = CliRunner().invoke(main, ["collect", "energy-rates", "--csv", str(bad), "--db", str(db)])
+    assert res.exit_code == 2 and f"{bad}:3: kg_co2e_per_kwh 379.0 is not a rate" in res.output
+    with gi.open(db) as g:
+        rates = {r["region"]: r for r in g.sql("SELECT * FROM energy_rates").to_dicts()}
+        (row,) = g.query("energy_by", by="namespace").filter(pl.col("group") == "chat").to_dicts()
+    assert (rates["us-east-1"]["usd_per_kwh"], rates["us-east-1"]["source"]) == (0.12, "tariff 2026")
+    assert rates["*"]["usd_per_kwh"] == 0.2 and rates["eu-west-1"]["kg_co2e_per_kwh"] == 0.2786  # unchanged
+    assert row["usd"] == pytest.approx(kwh * 0.12)

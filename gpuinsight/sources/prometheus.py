@@ -210,12 +210,16 @@ class PrometheusSource:
                             ) -> list[tuple[str, str, bool, frozenset[str]]]:
         """(expr, metric, evaluated late, labels kept) for the inference servers' metrics and the
         DCGM energy counter present in the window (sources/serving.py, sources/energy.py)."""
-        wanted = sorted(serving.SERIES_NAMES | {energy.COUNTER})
+        wanted = sorted(serving.SERIES_NAMES | {energy.COUNTER, serving.CONFIG_INFO})
         present, warnings = self.client.metric_names(wanted, start, end, self.matchers)
         self._planning_answer("which inference-server metrics exist", warnings)
         self.serving_names = [n for n in present if n != energy.COUNTER]
         out: list[tuple[str, str, bool, frozenset[str]]] = []
         for name in self.serving_names:
+            if name == serving.CONFIG_INFO:
+                e, metric = serving.config_expr(step, self.matchers)
+                out.append((e, metric, False, serving.KEEP_LABELS | frozenset(serving.CONFIG_LABELS)))
+                continue
             for m in serving.BY_NAME[name]:
                 out += [(e, metric, late, serving.KEEP_LABELS)
                         for e, metric, late in serving.serving_exprs(m, step, resolution_s, self.matchers)]
@@ -281,7 +285,8 @@ class PrometheusSource:
                 "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
-        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes", "serving_samples")):
+        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes", "serving_samples",
+                                                                      "serving_config")):
             where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
             set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
             raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "

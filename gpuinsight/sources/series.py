@@ -58,8 +58,9 @@ from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
 from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.store import merge_spans, set_state
+from gpuinsight.sources.serving import CONFIG_KEY as SERVING_CONFIG_KEY
 from gpuinsight.sources.serving import KEY as SERVING_KEY
-from gpuinsight.sources.serving import is_serving, serving_samples
+from gpuinsight.sources.serving import is_serving, serving_config, serving_samples
 from gpuinsight.warehouse.db import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
 
@@ -525,6 +526,7 @@ def _load_one(
     nodes = fill_node_models(nodes, gpus)
     cpu = pod_cpu_samples(batch.series, cluster, batch.step_s, stats.cpu_dropped)
     serving = serving_samples(batch.series, cluster, batch.step_s, stats.serving_notes)
+    server_config = serving_config(batch.series, cluster)
     energy = gpu_energy_samples(batch.series, cluster, batch.step_s, stats.energy_dropped)
     kueue = kueue_quota_samples(batch.series, cluster, batch.step_s)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
@@ -540,6 +542,8 @@ def _load_one(
             rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
         if serving.height:
             rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
+        if server_config.height:
+            rows["serving_config"] = merge_spans(wh, con, "serving_config", server_config, SERVING_CONFIG_KEY)
         if energy.height:
             rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
         if kueue.height:

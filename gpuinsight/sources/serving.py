@@ -9,7 +9,13 @@ namespace it came from. gpuinsight reads, per pod, model and step (docs/collecto
 * **tokens and requests in the step**, from counters (a TGI histogram's ``_sum`` is one too);
 * **time to first token and inter-token latency**, p50 and p95 of the step's requests, from the
   histograms' buckets (what ``histogram_quantile`` does: linear within the bucket);
-* **the KV cache's use**, 0..1, mean and maximum over the step.
+* **the KV cache's use**, 0..1, mean and maximum over the step;
+* **vLLM's cache configuration** (``vllm:cache_config_info``, an info gauge whose labels are the
+  engine's ``CacheConfig``): the ``gpu_memory_utilization`` it started with, ``num_gpu_blocks`` and
+  ``block_size`` (KV capacity in tokens), ``cache_dtype`` and ``kv_cache_memory_bytes`` (the KV
+  cache's size in bytes when ``--kv-cache-memory-bytes`` set it, else ``None``): one
+  ``serving_config`` row per pod, what the rules size a serving workload's memory from
+  (``rules/serving.py``).
 
 Two shapes arrive, as for cAdvisor (``sources/cadvisor.py``):
 
@@ -58,6 +64,17 @@ PREFIX = "serving:"
 # a step's token or request count above this per second is a glitch, not serving (the fastest
 # published serving throughputs are in the tens of thousands of tokens/s per GPU)
 MAX_PER_S = 1e7
+# vLLM's cache configuration, an info metric (value 1): the labels gpuinsight keeps (vLLM
+# vllm/config/cache.py CacheConfig.metrics_info, every field as a string; "None" when unset)
+CONFIG_INFO = "vllm:cache_config_info"
+CONFIG_METRIC = PREFIX + "vllm:cache_config:info"  # the Prometheus path's reduced series
+CONFIG_LABELS = ("gpu_memory_utilization", "kv_cache_memory_bytes", "num_gpu_blocks", "block_size", "cache_dtype")
+CONFIG_KEY = ["cluster", "namespace", "pod", "server"]
+CONFIG_COLUMNS: dict[str, pl.DataType] = {
+    "cluster": pl.Utf8(), "namespace": pl.Utf8(), "pod": pl.Utf8(), "server": pl.Utf8(),
+    "gpu_memory_utilization": pl.Float64(), "kv_cache_memory_bytes": pl.Float64(), "num_gpu_blocks": pl.Float64(),
+    "block_size": pl.Float64(), "cache_dtype": pl.Utf8(), "first_seen": TS, "last_seen": TS,
+}
 
 
 @dataclass(frozen=True)
@@ -111,11 +128,12 @@ BY_NAME: dict[str, list[ServingMetric]] = {}
 for _m in METRICS:
     BY_NAME.setdefault(_m.series, []).append(_m)
 SERIES_NAMES = frozenset(BY_NAME)
+CONFIG_NAMES = frozenset({CONFIG_INFO, CONFIG_METRIC})
 
 
 def is_serving(metric: str) -> bool:
     """A series frame ``metric`` this module reads (raw or already reduced by the server)."""
-    return metric in SERIES_NAMES or metric.startswith(PREFIX)
+    return metric in SERIES_NAMES or metric == CONFIG_INFO or metric.startswith(PREFIX)
 
 
 def empty() -> pl.DataFrame:
@@ -147,6 +165,15 @@ def serving_exprs(m: ServingMetric, step: int, resolution_s: int, matchers: Sequ
             (f"max_over_time({sel}[{dur(step)}])", f"{tag}:max", False)]
 
 
+def config_expr(step: int, matchers: Sequence[tuple[str, str, str]]) -> tuple[str, str]:
+    """(expr, frame metric) for vLLM's cache configuration: one series per pod and configuration
+    seen in the step, its labels kept (``CONFIG_LABELS``)."""
+    from gpuinsight.sources.prom.promql import dur, selector
+
+    by = ", ".join(sorted((*POD_LABELS, *NAMESPACE_LABELS, *CONFIG_LABELS)))
+    return f"max by ({by}) (max_over_time({selector(CONFIG_INFO, list(matchers))}[{dur(step)}]))", CONFIG_METRIC
+
+
 # -- rows -----------------------------------------------------------------------------------------
 
 def serving_samples(series: pl.DataFrame, cluster: str, step_s: int,
@@ -155,7 +182,7 @@ def serving_samples(series: pl.DataFrame, cluster: str, step_s: int,
     if series.height == 0 or "metric" not in series.columns:
         return empty()
     names = set(series.get_column("metric").unique().to_list())
-    wanted = [n for n in names if is_serving(n)]
+    wanted = [n for n in names if is_serving(n) and n not in CONFIG_NAMES]
     if not wanted:
         return empty()
     s = series.filter(pl.col("metric").is_in(wanted))
@@ -173,6 +200,38 @@ def serving_samples(series: pl.DataFrame, cluster: str, step_s: int,
         else pl.DataFrame(schema={"_ns": pl.Utf8, "_pod": pl.Utf8, "_model": pl.Utf8, "server": pl.Utf8,
                                   "ts": TS, "col": pl.Utf8, "value": pl.Float64})
     return _finish(long, cluster, step_s, notes)
+
+
+def serving_config(series: pl.DataFrame, cluster: str) -> pl.DataFrame:
+    """``serving_config`` rows: per pod, the newest cache configuration vLLM reported (either shape);
+    a label vLLM wrote as "None" (unset) or that does not parse is NULL."""
+    if series.height == 0 or "metric" not in series.columns:
+        return pl.DataFrame(schema=CONFIG_COLUMNS)
+    s = series.filter(pl.col("metric").is_in(list(CONFIG_NAMES)))
+    if s.height == 0:
+        return pl.DataFrame(schema=CONFIG_COLUMNS)
+    s = s.with_columns(first_label(s, *NAMESPACE_LABELS).alias("namespace"), first_label(s, *POD_LABELS).alias("pod"))
+    s = s.filter(pl.col("pod").is_not_null() & pl.col("namespace").is_not_null())
+    if s.height == 0:
+        return pl.DataFrame(schema=CONFIG_COLUMNS)
+
+    def label(name: str) -> pl.Expr:
+        return pl.col(name) if name in s.columns else pl.lit(None, dtype=pl.Utf8)
+
+    def number(name: str) -> pl.Expr:
+        v = label(name).cast(pl.Utf8).str.strip_chars().cast(pl.Float64, strict=False)
+        return pl.when(v.is_finite() & (v >= 0)).then(v)
+
+    rows = s.select("namespace", "pod", "ts", *(number(c).alias(c) for c in CONFIG_LABELS if c != "cache_dtype"),
+                    label("cache_dtype").cast(pl.Utf8).alias("cache_dtype"))
+    out = rows.sort("ts").group_by("namespace", "pod").agg(
+        *(pl.col(c).drop_nulls().last() for c in CONFIG_LABELS), pl.col("ts").min().alias("first_seen"),
+        pl.col("ts").max().alias("last_seen"))
+    out = out.with_columns(pl.lit(cluster, dtype=pl.Utf8).alias("cluster"), pl.lit("vllm").alias("server"),
+                           # a fraction outside (0, 1] is not vLLM's setting
+                           pl.when((pl.col("gpu_memory_utilization") > 0) & (pl.col("gpu_memory_utilization") <= 1))
+                           .then(pl.col("gpu_memory_utilization")).alias("gpu_memory_utilization"))
+    return out.select([pl.col(c).cast(t) for c, t in CONFIG_COLUMNS.items()]).sort("namespace", "pod")
 
 
 def _reduced(s: pl.DataFrame, step_s: int) -> pl.DataFrame:
