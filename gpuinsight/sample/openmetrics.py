@@ -362,6 +362,12 @@ def _write_serving(w: _Writer) -> None:
                 series.setdefault("vllm:time_to_first_token_seconds_bucket", []).append(
                     (f'{base},le="{le}"', [f"{y:.1f}" for y in counts[:, bi].tolist()], ks))
             series.setdefault("vllm:kv_cache_usage_perc", []).append((base, [f"{y:g}" for y in x["kv"].tolist()], ks))
+            if sd.server == "vllm":  # vLLM 0.6's CacheConfig as its info gauge labels it
+                info = (f'block_size="16",cache_dtype="auto",cpu_offload_gb="0",{base},enable_prefix_caching="False",'
+                        f'gpu_memory_utilization="{sd.memory_fraction}",is_attention_free="False",num_cpu_blocks="2048",'
+                        f'num_gpu_blocks="{sd.kv_blocks}",num_gpu_blocks_override="None",sliding_window="None",'
+                        f'swap_space_bytes="4294967296"')
+                series.setdefault("vllm:cache_config_info", []).append((info, ["1.0"] * len(ks), ks))
     helps = {"vllm:prompt_tokens_total": ("vllm:prompt_tokens", "counter", "Number of prefill tokens processed."),
              "vllm:generation_tokens_total": ("vllm:generation_tokens", "counter",
                                               "Number of generation tokens processed."),
@@ -370,7 +376,8 @@ def _write_serving(w: _Writer) -> None:
              "vllm:time_to_first_token_seconds_bucket": ("vllm:time_to_first_token_seconds_bucket", "gauge",
                                                          "Histogram of time to first token in seconds (buckets)."),
              "vllm:kv_cache_usage_perc": ("vllm:kv_cache_usage_perc", "gauge",
-                                          "KV-cache usage. 1 means 100 percent usage.")}
+                                          "KV-cache usage. 1 means 100 percent usage."),
+             "vllm:cache_config_info": ("vllm:cache_config_info", "gauge", "information of cache_config")}
     for name, members in series.items():
         family, kind, help_ = helps[name]
         w.out.write(f"# HELP {family} {help_}\n# TYPE {family} {kind}\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .spec import (
     GAP_NODE,
     GAP_START_H,
     INSTANCE_TYPES,
+    KV_ANNOTATION,
     MIG_INSTANCES,
     MIG_PROFILE,
     MIG_RESOURCE,
@@ -255,6 +257,7 @@ def unit_economics(fleet: Fleet, by_node: dict[str, dict[str, Any]]) -> dict[int
             a_ = acc[p["workload"]]
             a_["prompt_tokens"] += float(x["prompt"][:-1].sum())
             a_["generation_tokens"] += float(x["generated"][:-1].sum())
+            a_["kv_cache_peak"] = max(a_["kv_cache_peak"], float(x["kv"].max()))
     alloc = _allocations(fleet)
     wls = fleet.workloads.to_dicts()
     out = {}
@@ -265,8 +268,22 @@ def unit_economics(fleet: Fleet, by_node: dict[str, dict[str, Any]]) -> dict[int
         tokens = a_["prompt_tokens"] + a_["generation_tokens"]
         out[wl] = {"model_name": wd.serving.model, "server": wd.serving.server,
                    "prompt_tokens": a_["prompt_tokens"], "generation_tokens": a_["generation_tokens"],
+                   "kv_cache_peak": a_["kv_cache_peak"],
                    "cost_usd": _r(cost, 4), "usd_per_1m_tokens": _r(cost / tokens * 1e6, 4) if tokens else None}
     return out
+
+
+def kv_sized_setting(fb_max_mib: float, kv_peak: float, kv_mib: float, profile: str) -> dict[str, Any]:
+    """The memory setting of a vLLM server sized on the KV cache it used (docs/rules.md, "Serving
+    memory", with the documented defaults): it needs its reservation less the KV cache it did not
+    use at peak x 1.5, plus 10 % headroom; on a slice of `profile` (its memory x 998 MiB per GB, as
+    DCGM reports an instance) --gpu-memory-utilization asks that share of the slice."""
+    memory_gb = float(profile.split("g.", 1)[1].removesuffix("gb"))
+    kept = min(1.0, kv_peak * 1.5)
+    reservation = (fb_max_mib - (1 - kept) * kv_mib) * 1.1
+    return {"flag": "--gpu-memory-utilization", "basis": "kv_cache", "kv_cache_peak": kv_peak,
+            "reservation_mib": _r(reservation, 1),
+            "value": math.ceil(reservation / (memory_gb * 998.0) * 1000) / 1000}
 
 
 def ground_truth(fleet: Fleet) -> dict[str, Any]:
@@ -329,6 +346,9 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
                 f["unit_economics"] = {"usd_per_1m_tokens": e["usd_per_1m_tokens"],
                                        "usd_per_1m_tokens_after": _r(e["usd_per_1m_tokens"] * share, 4),
                                        "share_of_gpu_after": share}
+            if i in economics and KV_ANNOTATION in wd.annotations:
+                f["server_memory"] = kv_sized_setting(observed[i]["fb_used_max_mib"], economics[i]["kv_cache_peak"],
+                                                      wd.serving.kv_gib * 1024, profile)
         elif wd.planted == "idle":
             f.update(monthly_savings_usd=_r(gpus * gpu_price, 2), basis=f"reclaim {gpus} idle GPU")
         elif wd.planted == "binpack":
