@@ -46,8 +46,9 @@ def _spellings(flag: str) -> tuple[str, str]:
 
 
 def _find(items: list[Any], flag: str) -> tuple[int, str] | None:
-    """(index of the value, its text) of ``flag`` in a list of arguments; ActionError-worthy
-    shapes are reported by the caller (a flag inside a longer string)."""
+    """(index of the value, its text) of ``flag`` in a list of arguments: the element after the
+    flag, or the ``--flag=value`` element itself; None when the list does not pass it as its own
+    element (a flag inside a longer string is the caller's to refuse)."""
     names = _spellings(flag)
     for i, item in enumerate(items):
         if not isinstance(item, str):
@@ -61,6 +62,7 @@ def _find(items: list[Any], flag: str) -> tuple[int, str] | None:
 
 
 def _in_a_string(items: list[Any], flag: str) -> bool:
+    """The flag appears inside a longer argument (a shell command line)."""
     return any(isinstance(x, str) and any(n in x for n in _spellings(flag)) and x not in _spellings(flag)
                and not any(x.startswith(n + "=") for n in _spellings(flag)) for x in items)
 
