@@ -333,7 +333,7 @@ def collect_prices(db: Path | None, catalog: Path | None, aws_region: str | None
 @handle_errors
 def collect_energy_rates(db: Path | None, path: Path) -> None:
     """Set what a kWh costs and emits per region (the rates GPU energy is valued at)."""
-    with open_gi(db, create=True) as gi:
+    with open_gi(db, create=True, write=True) as gi:
         click.echo(gi.collect_energy_rates(path).summary())
 
 

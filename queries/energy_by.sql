@@ -1,6 +1,6 @@
 -- name: energy_by
 -- grain: one row per cluster and group (per $by), plus '(no holder)' for GPUs nobody held
--- param: by VARCHAR = namespace -- group by: namespace | queue | cluster_queue | workload | node_pool | node | team
+-- param: by VARCHAR IN (namespace, queue, cluster_queue, workload, node_pool, node, team) = namespace -- group by
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
