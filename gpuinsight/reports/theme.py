@@ -51,14 +51,14 @@ QUEUE_COLORS: dict[str, str] = {
 FRAGMENT_KINDS: tuple[str, ...] = ("on partly-used nodes", "on empty nodes")
 FRAGMENT_COLORS: dict[str, str] = {"on partly-used nodes": "#ef6c00", "on empty nodes": "#90a4ae"}
 
-# MIG fit: the smallest profile class a workload's measured compute and memory fit in.
-FIT_CLASSES: tuple[str, ...] = ("1g", "2g", "3g", "4g", "7g", "whole GPU", "not measured")
+# MIG fit: the smallest instance class the mig rule's fit gives a workload (an instance of all 7
+# slices is the whole GPU).
+FIT_CLASSES: tuple[str, ...] = ("1g", "2g", "3g", "4g", "whole GPU", "not measured")
 FIT_COLORS: dict[str, str] = {
     "1g": "#1b5e20",
     "2g": "#43a047",
     "3g": "#9ccc65",
     "4g": "#fbc02d",
-    "7g": "#ef6c00",
     "whole GPU": "#c62828",
     "not measured": "#b0bec5",
 }

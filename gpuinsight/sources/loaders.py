@@ -25,11 +25,18 @@ if TYPE_CHECKING:
 def series_contracts() -> tuple[LoadContract, ...]:
     """What the series writer writes besides samples, pods and nodes."""
     from gpuinsight.sources.cadvisor import KEY as CPU_KEY
+    from gpuinsight.sources.energy import KEY as ENERGY_KEY
     from gpuinsight.sources.kueue_metrics import KEY as KUEUE_KEY
+    from gpuinsight.sources.serving import CONFIG_KEY as SERVING_CONFIG_KEY
+    from gpuinsight.sources.serving import KEY as SERVING_KEY
 
     return (LoadContract("gpus", ("cluster", "gpu_uuid"), description="GPU inventory from DCGM labels"),
             LoadContract("pod_cpu_samples", tuple(CPU_KEY), description="container CPU (cAdvisor)"),
-            LoadContract("kueue_quota_samples", tuple(KUEUE_KEY), description="Kueue ClusterQueue quota metrics"))
+            LoadContract("kueue_quota_samples", tuple(KUEUE_KEY), description="Kueue ClusterQueue quota metrics"),
+            LoadContract("serving_samples", tuple(SERVING_KEY), description="inference servers' metrics"),
+            LoadContract("serving_config", tuple(SERVING_CONFIG_KEY),
+                         description="inference servers' settings (vLLM cache_config_info)"),
+            LoadContract("gpu_energy_samples", tuple(ENERGY_KEY), description="DCGM energy counter, joules per step"))
 
 
 def _with_series(contracts: tuple[LoadContract, ...]) -> tuple[LoadContract, ...]:

@@ -9,6 +9,7 @@ from typing import Any
 from gpuinsight.migparted import check_entries
 from gpuinsight.plan.kind import Evidence, FindingKind
 from gpuinsight.plan.kinds.binpack import Move
+from gpuinsight.plan.kinds.server_memory import ServerMemory
 from gpuinsight.plan.schema import (
     DNS_LABEL,
     DNS_NAME,
@@ -72,6 +73,7 @@ class MigProposed(Schema):
     node_layout: list[dict[str, Any]] = spec(list_of(mapping), [])  # the node's mig-parted entries
     evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the node first
     stop_first: list[dict[str, Any]] = spec(list_of(schema(StoppedPod)), [])
+    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
     extra_checks = (_resource_matches, check_evictions, _check_layout)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from gpuinsight.plan.kind import Evidence, FindingKind
 from gpuinsight.plan.kinds.binpack import Move
 from gpuinsight.plan.kinds.mig import check_evictions
+from gpuinsight.plan.kinds.server_memory import ServerMemory
 from gpuinsight.plan.schema import (
     DNS_NAME,
     LABEL_VALUE,
@@ -33,6 +34,7 @@ class SharedProposed(Schema):
     group: list[str] = spec(list_of(text()), [])
     gpus_freed: float = spec(number, 0.0)
     evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the host first
+    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
     extra_checks = (check_evictions,)
 
 
