@@ -23,9 +23,9 @@ from gpuinsight.reports import charts, theme
 from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame, savings_by_basis, target_of
 from gpuinsight.reports.html import write_report
 from gpuinsight.reports.mig import smallest_fit
-from gpuinsight.reports.preview import MIG_CATALOG, FrameSource, synthetic_fleet
 from gpuinsight.reports.tables import waste_table
 from gpuinsight.reports.upload import parse_s3_url, upload_files
+from tests.report_preview import MIG_CATALOG, FrameSource, synthetic_fleet
 
 T0 = datetime(2025, 3, 1)
 CHART_IDS = ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue",

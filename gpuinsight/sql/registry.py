@@ -27,7 +27,6 @@ of a model (rules, reports) can rely on its header.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -293,20 +292,22 @@ class QueryRegistry:
             digest.update(q.name.encode() + b"\0" + q.text.encode() + b"\0")
         return digest.hexdigest()[:16]
 
-    def refresh(self, con: duckdb.DuckDBPyConnection, *, keep: Collection[str] | None = None) -> list[str]:
-        """(Re)build every materialized model, then the default answers kept (they may read any
-        materialized model); the caller owns the transaction. ``keep`` names the default answers
-        to rebuild (all by default): for a benchmark that times only what it compares; the
-        others are left as they were."""
-        built = []
-        for q in self.build_order():
+    @staticmethod
+    def build(con: duckdb.DuckDBPyConnection, q: Query) -> str:
+        """Build one model's table: a materialized model's, or the default answer a model keeps
+        (``materialize: default``); returns the table's name. What it reads must be built."""
+        if q.materialize:
             _execute_ddl(con, q)
-            built.append(q.name)
-        for q in self.kept_defaults():
-            if keep is not None and q.name not in keep:
-                continue
-            _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
-            built.append(q.default_table)
+            return q.name
+        if not q.keep_default:
+            raise RuntimeFailure(f"{q.path.name}: neither materialized nor keeping its default answer")
+        _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
+        return q.default_table
+
+    def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """(Re)build every materialized model, then the default answers kept (they may read any
+        materialized model), and record the models' fingerprint; the caller owns the transaction."""
+        built = [self.build(con, q) for q in (*self.build_order(), *self.kept_defaults())]
         con.execute("DELETE FROM model_state")
         con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built

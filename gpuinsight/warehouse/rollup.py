@@ -15,7 +15,7 @@ merged hour is rebuilt from the samples now there and a failed load leaves both 
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -32,34 +32,35 @@ def _transform() -> Query:
     return parse_query_file(queries_dir() / "transforms" / "rollup_gpu_hourly.sql")
 
 
-def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
-                    cpu_s: dict[str, float] | None = None) -> dict[str, int]:
-    """Recompute ``gpu_hourly`` and ``gpu_pod_steps`` for every hour ``samples`` falls in.
-
-    Returns the rows now in those hours of each. With a ``cluster`` column only those clusters'
-    hours are rebuilt (a sharded collection of one cluster leaves the others' rollups alone);
-    without it, every cluster's. ``cpu_s`` (for benchmarks) accumulates the process CPU seconds
-    each rollup took, by table.
-    """
-    rows = {"gpu_hourly": 0, "gpu_pod_steps": 0}
-    if samples.height == 0:
-        return rows
+def rollup_scope(samples: pl.DataFrame) -> tuple[tuple[datetime, datetime], list[str | None]]:
+    """The hours (first, last) a non-empty batch of samples falls in, and its clusters (with no
+    ``cluster`` column: [None], every cluster)."""
     bounds = samples.select(pl.col("ts").dt.truncate("1h").min().alias("h0"),
                             pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
     clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
                                   else [None])
-    spent = cpu_s if cpu_s is not None else {}
+    return bounds, clusters
+
+
+def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> dict[str, int]:
+    """Recompute each of :data:`ROLLUPS` (``gpu_hourly``, ``gpu_pod_steps``) for every hour
+    ``samples`` falls in.
+
+    Returns the rows now in those hours of each. With a ``cluster`` column only those clusters'
+    hours are rebuilt (a sharded collection of one cluster leaves the others' rollups alone);
+    without it, every cluster's.
+    """
+    rows = {table: 0 for table, _ in ROLLUPS}
+    if samples.height == 0:
+        return rows
+    bounds, clusters = rollup_scope(samples)
     for cluster in clusters:
-        c0 = time.process_time()
-        rows["gpu_hourly"] += _rebuild_hourly(con, bounds, cluster)
-        c1 = time.process_time()
-        rows["gpu_pod_steps"] += _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
-        spent["gpu_hourly"] = spent.get("gpu_hourly", 0.0) + c1 - c0
-        spent["gpu_pod_steps"] = spent.get("gpu_pod_steps", 0.0) + time.process_time() - c1
+        for table, rebuild in ROLLUPS:
+            rows[table] += rebuild(con, bounds, cluster)
     return rows
 
 
-def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
+def rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
     q = _transform()
     # the INSERT names no columns: what it selects must be gpu_hourly's, in order
     table = tuple(r[0] for r in con.execute(
@@ -76,6 +77,11 @@ def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, date
         raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
     row = con.execute(f"SELECT count(*) FROM gpu_hourly WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
+
+
+def rebuild_pod_steps(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
+    """``gpu_pod_steps`` of the hours ``bounds`` (first, last) rebuilt; returns its rows there."""
+    return _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
 
 
 def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime,
@@ -96,3 +102,8 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
         raise RuntimeFailure(f"014_pod_steps.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
     row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", [*scope, cluster]).fetchone()
     return int(row[0]) if row else 0
+
+
+# the rollups of a batch of samples, in the order they are rebuilt: (table, rebuild(con, hours, cluster))
+ROLLUPS: tuple[tuple[str, Callable[[duckdb.DuckDBPyConnection, tuple[datetime, datetime], str | None], int]], ...] = (
+    ("gpu_hourly", rebuild_hourly), ("gpu_pod_steps", rebuild_pod_steps))

@@ -1,6 +1,6 @@
 """Deterministic sample GPU fleet: DCGM + kube-state-metrics history, kubectl dumps, ground truth.
 
->>> from gpuinsight.sample import FleetSpec, build_fleet, gpu_sample_frames
+>>> from tests.samplegen import FleetSpec, build_fleet, gpu_sample_frames
 >>> fleet = build_fleet(FleetSpec(days=0.5))
 >>> sum(df.height for df in gpu_sample_frames(fleet)) > 0
 True
