@@ -458,7 +458,8 @@ def rules() -> None:
     for rule in SETTING_GROUPS:
         click.echo(f"{rule.name}: {rule.summary}")
         for s in rule.settings:
-            click.echo(f"  {rule.name}.{s.name} = {s.default!r}  {s.help}")
+            bounds = f" [{s.bounds[0]:g}..{s.bounds[1]:g}]" if s.bounds else ""
+            click.echo(f"  {rule.name}.{s.name} = {s.default!r}{bounds}  {s.help}")
 
 
 # -- report / export ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.skipped and not hasattr(report, "wasxfail") and os.environ.get("GPUINSIGHT_NO_SKIPS") == "1":
         report.outcome = "failed"
         report.longrepr = f"skipped under GPUINSIGHT_NO_SKIPS=1 (the whole suite runs every test): {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def genai8_frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The rules' frames of the GenAI serving trace on 8-GPU nodes (tests/genai_trace.py), built once."""
+    import gpuinsight as gi
+    from gpuinsight.rules.engine import frames_for, needed_frames
+    from tests.genai_trace import load_trace
+
+    with gi.open(tmp_path_factory.mktemp("genai8") / "genai.duckdb") as g:
+        load_trace(g.wh, gpus_per_node=8)
+        g.refresh()
+        return frames_for(g, needed_frames())
