@@ -118,7 +118,8 @@ class BinpackRule(Rule):
         Setting("ilp_max_variables", MAX_VARIABLES, "Pools up to this many (pods x nodes) are solved exactly.",
                 (0, 1_000_000)),
         Setting("ilp_max_nodes", MAX_NODES, "Branch-and-bound nodes one exact solve may explore (its work bound: "
-                "the same on any machine); a pool not proven optimal within them gets the greedy plan.",
+                "the same on any machine); a pool not proven optimal within them keeps the best plan found where it "
+                "beats the greedy plan, else the greedy plan.",
                 (1, 10_000_000)),
         Setting("ilp_time_limit_s", SAFETY_TIME_LIMIT_S, "Last-resort wall-clock limit of one exact solve, far "
                 "above normal solve times; a solve it stops makes that pool's plan load-dependent, and the "
