@@ -26,10 +26,9 @@ def _cpu_s() -> float:
 
 
 def main() -> None:
-    import duckdb
-
     from gpuinsight.sql import load_registry
     from gpuinsight.sql.registry import _execute_ddl
+    from gpuinsight.warehouse.db import connect
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("db", type=Path, help="the warehouse (changed: the models' tables are rebuilt)")
@@ -38,10 +37,7 @@ def main() -> None:
     a = ap.parse_args()
     registry = load_registry()
     queries = [registry.get(name) for name in a.models.split(",") if name]
-    con = duckdb.connect(str(a.db))
-    con.execute("SET enable_progress_bar = false")
-    if a.memory_limit:
-        con.execute("SET memory_limit = ?", [a.memory_limit])
+    con = connect(a.db, memory_limit=a.memory_limit)  # the package's settings: no extension fetched
     for q in queries:
         t0, c0 = time.perf_counter(), _cpu_s()
         if q.keep_default:

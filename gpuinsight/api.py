@@ -10,6 +10,7 @@ The CLI is a thin layer over the same methods.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -25,21 +26,72 @@ from gpuinsight.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from gpuinsight.rules.base import Plan
+    from gpuinsight.warehouse.writes import WriteSession
+
+
+def _tell(message: str) -> None:
+    """Why a command waits (another process holds the warehouse): on stderr, whatever the output."""
+    print(f"gpuinsight: {message}", file=sys.stderr, flush=True)
 
 
 class GpuInsight:
-    def __init__(self, config: Config, *, read_only: bool = False, create: bool = True) -> None:
+    """The warehouse with its models. ``read_only`` opens it for reading (other readers go on
+    alongside; a writer waits until it is closed); otherwise it holds the file until closed, and
+    every load goes through the one write path (:meth:`writing`). ``upgrade`` (the CLI's readers)
+    lets a read-only open migrate the schema and rebuild stale models first, briefly as a writer,
+    when the file can be written; ``rebuild_stale=False`` leaves that to a writer about to load
+    (its session rebuilds them anyway)."""
+
+    def __init__(self, config: Config, *, read_only: bool = False, create: bool = True,
+                 upgrade: bool = False, rebuild_stale: bool = True) -> None:
         self.config = config
         if not create and not Path(config.db_path).exists():
             raise BadInput(f"no warehouse at {config.db_path} (run gpuinsight demo or collect first)")
-        self.wh = Warehouse(config.db_path, read_only=read_only, memory_limit=config.memory_limit)
         self.registry: QueryRegistry = load_registry()
-        self._stale = not self.registry.is_current(self.wh.con)
         self._answers: dict[str, pl.DataFrame] | None = None  # see reusing_answers()
-        if self._stale and not read_only:
-            # built by another version of the models (or never): rebuild before answering
+        self.wh = self._open(read_only)
+        status = self._status()
+        if status != "current" and not read_only and rebuild_stale:
+            # built by another version of the models (or never), or left stale by an interrupted
+            # load: rebuild before answering
             self.refresh()
-            self._stale = False
+            status = "current"
+        elif status != "current" and upgrade:
+            status = self._upgrade()
+        self._stale: str | None = None if status == "current" else status
+
+    def _open(self, read_only: bool) -> Warehouse:
+        return Warehouse(self.config.db_path, read_only=read_only, memory_limit=self.config.memory_limit,
+                         lock_timeout_s=self.config.lock_timeout_s, on_wait=_tell)
+
+    def _status(self) -> str:
+        """The models' status (:meth:`QueryRegistry.status`), ``outdated`` too when the file's
+        schema is older than this version's (a read-only open does not migrate)."""
+        from gpuinsight.warehouse.migrations import migration_files, schema_version
+
+        if self.wh.read_only and schema_version(self.wh.con) < max(v for v, _, _ in migration_files()):
+            return "outdated"
+        return self.registry.status(self.wh.con)
+
+    def _upgrade(self) -> str:
+        """Migrate and rebuild as a writer, then reopen for reading; on a file that cannot be
+        written, stay as it is (queries then say why they cannot answer)."""
+        from gpuinsight.warehouse.db import NotWritable
+
+        self.wh.close()
+        try:
+            writer = self._open(read_only=False)
+        except NotWritable:
+            self.wh = self._open(read_only=True)
+            return self._status()
+        try:
+            if self.registry.status(writer.con) != "current":  # another process may have done it
+                with writer.writing(self.registry):
+                    pass
+        finally:
+            writer.close()
+        self.wh = self._open(read_only=True)
+        return self._status()
 
     # -- reading ---------------------------------------------------------------------------
     def query(self, name: str, **params: Any) -> pl.DataFrame:
@@ -51,8 +103,10 @@ class GpuInsight:
         """
         q = self.registry.get(name)
         if self._stale and self.wh.count("nodes"):
-            raise BadInput(f"{self.config.db_path}: its models were built by another gpuinsight version; "
-                           "open it read-write once (e.g. `gpuinsight query`) to rebuild them")
+            why = ("its models predate data an interrupted load committed" if self._stale == "stale"
+                   else "its models were built by another gpuinsight version (or never)")
+            raise BadInput(f"{self.config.db_path}: {why}; open it where it can be written once "
+                           "(e.g. `gpuinsight query fleet_summary`) to rebuild them")
         if self.config.window_days and "since" not in params and any(p.name == "since" for p in q.params):
             params["since"] = self._window_start()
         key = repr((name, sorted(params.items())))
@@ -101,23 +155,31 @@ class GpuInsight:
         return self.wh.count("nodes") == 0
 
     def refresh(self) -> list[str]:
-        """Rebuild the materialized models from the loaded data, atomically."""
+        """Rebuild the materialized models from the loaded data, atomically (a write session that
+        loads nothing)."""
+        with self.writing() as session:
+            pass
+        return session.rebuilt
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[WriteSession]:
+        """The one write path: what the block loads, the model rebuild, one commit, a checkpoint
+        (:mod:`gpuinsight.warehouse.writes`). Answers kept by :meth:`reusing_answers` are
+        forgotten."""
         if self._answers is not None:
             self._answers.clear()
-        try:
-            with self.wh.transaction() as con:
-                return self.registry.refresh(con)
-        finally:
-            self.wh.schema_changed()  # the model tables were created anew
+        with self.wh.writing(self.registry) as session:
+            yield session
+        if session.rebuilt:  # this (outermost) session rebuilt them
+            self._stale = None
 
     # -- loading ---------------------------------------------------------------------------
     def load_sample(self, folder: Path | None = None) -> list[LoadReport]:
         """Load a generated fleet (``sample_data/`` by default): metrics, dumps, prices."""
         from gpuinsight.sources.sample_dir import load_sample_dir
 
-        reports = load_sample_dir(self.wh, self.config, folder)
-        self.refresh()
-        return reports
+        with self.writing():
+            return load_sample_dir(self.wh, self.config, folder)
 
     def collect_prometheus(
         self, since: datetime, until: datetime, step_s: int = 300, *, raw: bool = False
@@ -129,11 +191,10 @@ class GpuInsight:
         source = PrometheusSource(self.config, matchers=dict(self.config.prometheus.matchers) or None,
                                   on_commit=progress.on_commit)
         try:
-            report = source.collect(self.wh, since, until, step_s, raw=raw)
+            with self.writing():
+                return source.collect(self.wh, since, until, step_s, raw=raw)
         finally:
             progress.close()
-        self.refresh()
-        return report
 
     def collect_kubernetes(self, *, context: str | None = None, from_dir: Path | None = None,
                            as_of: datetime | None = None) -> LoadReport:
@@ -141,35 +202,38 @@ class GpuInsight:
         their files' modification time)."""
         from gpuinsight.sources import kubernetes
 
-        if from_dir is not None:
-            report = kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
-        else:
-            report = kubernetes.collect_live(self.wh, self.config, context=context)
-        self.refresh()
-        return report
+        with self.writing():
+            if from_dir is not None:
+                return kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
+            return kubernetes.collect_live(self.wh, self.config, context=context)
 
     def collect_prices(self, *, catalog: Path | None = None, aws_region: str | None = None) -> LoadReport:
         from gpuinsight.sources import prices
 
-        if aws_region:
-            report = prices.load_aws(self.wh, self.config, aws_region)
-        else:
-            report = prices.load_catalog(self.wh, self.config, catalog)
-        self.refresh()
-        return report
+        with self.writing():
+            if aws_region:
+                return prices.load_aws(self.wh, self.config, aws_region)
+            return prices.load_catalog(self.wh, self.config, catalog)
 
     def import_alibaba_openb(self, pods: Path, nodes: Path) -> LoadReport:
         from gpuinsight.sources.alibaba import import_openb
 
-        report = import_openb(self.wh, self.config, Path(pods), Path(nodes))
-        self.refresh()
-        return report
+        with self.writing():
+            return import_openb(self.wh, self.config, Path(pods), Path(nodes))
 
     # -- deciding and acting ---------------------------------------------------------------
     def recommend(self, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
+        """Run the rules: a plan, not stored (see :meth:`store_plan`)."""
         from gpuinsight.rules.engine import run_rules
 
         return run_rules(self, settings or self.config.rule_settings)
+
+    def store_plan(self, plan: Plan) -> None:
+        """Keep the plan's recommendations in the warehouse (``recommendations``): a write."""
+        from gpuinsight.rules.engine import store_plan
+
+        with self.wh.writing():
+            store_plan(self.wh, plan)
 
     def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
                upload: str | None = None, cluster: str | None = None) -> Path:

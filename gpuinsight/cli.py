@@ -103,14 +103,20 @@ def make_config(db: Path | None, **changes: Any) -> Config:
                            **changes)
 
 
-def open_gi(db: Path | None, *, create: bool = False, need_data: bool = False,
+def open_gi(db: Path | None, *, create: bool = False, need_data: bool = False, write: bool = False,
             **changes: Any):  # noqa: ANN201 - GpuInsight, imported lazily
-    """The warehouse at ``db``. Only the commands that load data (demo, collect, import) pass
-    ``create``: the others refuse a missing file (exit 2) instead of creating an empty one, and
-    with ``need_data`` an existing but empty one too."""
+    """The warehouse at ``db``: for reading (shared with other readers; models a newer version
+    changed are rebuilt first where the file can be written), or with ``write`` for a command
+    that changes it (it waits for other processes to let go of the file, and holds it). Only the
+    commands that load data (demo, collect, import) pass ``create``: the others refuse a missing
+    file (exit 2) instead of creating an empty one, and with ``need_data`` an existing but empty
+    one too."""
     from gpuinsight.api import GpuInsight
 
-    gi = GpuInsight(make_config(db, **changes), create=create)
+    # the loading commands (create) rebuild stale models in their own write session, so a load
+    # that fails leaves the file exactly as it was
+    gi = GpuInsight(make_config(db, **changes), create=create, read_only=not write, upgrade=not write,
+                    rebuild_stale=not create)
     if need_data and gi.is_empty():
         gi.close()
         raise BadInput(f"the warehouse at {gi.config.db_path} is empty: nothing collected yet "
@@ -156,18 +162,34 @@ def window_days(value: str | None) -> float | None:
         raise BadInput(f"--window {value!r}: use a duration like 7d or 36h") from exc
 
 
+def _encodes(text: str) -> bool:
+    """Can stdout (PYTHONIOENCODING, the locale) carry ``text``?"""
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
 def emit_frame(frame: Any, fmt: str) -> None:
     import polars as pl
 
     assert isinstance(frame, pl.DataFrame)
     if fmt == "csv":
-        click.echo(frame.write_csv(), nl=False)
+        text = frame.write_csv()
     elif fmt == "json":
-        click.echo(frame.write_json())
+        text = frame.write_json() + "\n"
     else:
+        # box-drawing borders where the output encoding has them, ASCII ones elsewhere (latin-1)
+        borders = {} if _encodes("┌─┬┐│╞═╡") else {"tbl_formatting": "ASCII_FULL_CONDENSED"}
         with pl.Config(tbl_rows=200, tbl_cols=40, fmt_str_lengths=60, tbl_width_chars=200,
-                       tbl_hide_dataframe_shape=True):
-            click.echo(str(frame))
+                       tbl_hide_dataframe_shape=True, **borders):  # type: ignore[arg-type]
+            text = str(frame) + "\n"
+    if not _encodes(text):
+        bad = next(ch for ch in text if not _encodes(ch))
+        raise BadInput(f"the output holds {bad!r}, which the output encoding {sys.stdout.encoding} cannot "
+                       "write (set PYTHONIOENCODING=utf-8)")
+    click.echo(text, nl=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -188,18 +210,21 @@ def main(debug: bool, db: Path | None) -> None:
 
 # -- demo --------------------------------------------------------------------------------------
 @main.command()
-@db_option
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Warehouse file (default: $GPUINSIGHT_DB, else OUT/demo.duckdb).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuinsight-demo"),
               show_default=True, help="Folder for report.html and recommendations.json.")
 @click.option("--sample", "sample", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="A generated fleet folder (default: the embedded sample_data/).")
+@click.option("--replace", is_flag=True,
+              help="Replace the data of a warehouse that holds more than an earlier demo loaded (applied actions "
+                   "and reviewed plans are kept).")
 @handle_errors
-def demo(db: Path | None, out: Path, sample: Path | None) -> None:
+def demo(db: Path | None, out: Path, sample: Path | None, replace: bool) -> None:
     """Build a warehouse from the embedded sample fleet, write a report and recommendations."""
     from gpuinsight.demo import run_demo
 
-    db_path = db or click.get_current_context().find_root().params.get("db") or (out / "demo.duckdb")
-    summary = run_demo(make_config(db_path), out, sample)
+    summary = run_demo(make_config(db, default_db=out / "demo.duckdb"), out, sample, replace=replace)
     click.echo(summary)
 
 
@@ -250,7 +275,7 @@ def collect_prometheus(db: Path | None, cluster: str, url: str, since: str | Non
     prom = PrometheusConfig(url=url, bearer_token=token, basic_auth=basic, ca_file=ca_file,
                             insecure_skip_verify=insecure, headers=hdrs, concurrency=concurrency, matchers=matchers,
                             allow_partial=allow_partial)
-    with open_gi(db, create=True, cluster=cluster, prometheus=prom) as gi:
+    with open_gi(db, create=True, write=True, cluster=cluster, prometheus=prom) as gi:
         start = parse_time(since)
         end = parse_time(until, default=datetime.now(UTC).replace(tzinfo=None))
         report = gi.collect_prometheus(start, end, step_s, raw=raw)  # type: ignore[arg-type]
@@ -280,7 +305,7 @@ def collect_kubernetes(db: Path | None, cluster: str, context: str | None, from_
     taken = parse_time(as_of)
     if taken is not None and (problem := time_problem(taken)):
         raise BadInput(f"--as-of {as_of!r}: {problem}")
-    with open_gi(db, create=True, cluster=cluster) as gi:
+    with open_gi(db, create=True, write=True, cluster=cluster) as gi:
         report = gi.collect_kubernetes(context=context, from_dir=from_dir, as_of=taken)
         click.echo(report.summary())
         for note in report.notes:
@@ -297,7 +322,7 @@ def collect_prices(db: Path | None, catalog: Path | None, aws_region: str | None
     """Load a price catalog (on-demand and spot, per instance type or GPU model)."""
     if catalog and aws_region:
         raise BadInput("--catalog and --aws are exclusive")
-    with open_gi(db, create=True) as gi:
+    with open_gi(db, create=True, write=True) as gi:
         click.echo(gi.collect_prices(catalog=catalog, aws_region=aws_region).summary())
 
 
@@ -316,7 +341,7 @@ def import_() -> None:
 @handle_errors
 def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
     """Load the Alibaba GPU trace (openb, ATC'23) scheduling history."""
-    with open_gi(db, create=True) as gi:
+    with open_gi(db, create=True, write=True) as gi:
         click.echo(gi.import_alibaba_openb(pods, nodes).summary())
 
 
@@ -364,7 +389,7 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
 
         emit_frame(model_catalog(), fmt)
         return
-    with open_gi(db) as gi:  # read-write: models built by another version are rebuilt first
+    with open_gi(db) as gi:
         if gi.is_empty():
             click.echo(f"note: the warehouse at {gi.config.db_path} is empty: nothing collected yet", err=True)
         kv: dict[str, str] = {}
@@ -373,7 +398,8 @@ def query(db: Path | None, name: str | None, params: tuple[str, ...], fmt: str) 
                 raise BadInput(f"--param {p!r}: expected k=v")
             k, v = p.split("=", 1)
             kv[k.strip()] = v
-        emit_frame(gi.query(name, **kv), fmt)
+        frame = gi.query(name, **kv)
+    emit_frame(frame, fmt)  # after letting go of the file: a reader of a slow pipe holds up no writer
 
 
 # -- recommend / rollback ----------------------------------------------------------------------
@@ -427,10 +453,19 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
     if plan_file is not None and not do_apply and save_plan is None and not contexts:
         run_plan_offline(plan_file, fmt=fmt, emit_dir=emit_dir, only=list(only))  # no warehouse needed
         return
-    with open_gi(db, need_data=plan_file is None, window_days=window_days(window)) as gi:
+    import contextlib
+    import io
+
+    writes = do_apply or save_plan is not None  # the plan store and the audit trail
+    # a reader prints once it has let go of the file (a reader stuck on a full pipe would hold up
+    # writers); a writer's output goes out as it happens
+    output = io.StringIO()
+    with open_gi(db, need_data=plan_file is None, write=writes, window_days=window_days(window)) as gi, \
+            contextlib.redirect_stdout(output) if not writes else contextlib.nullcontext():
         run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
                       do_apply=do_apply, context=contexts, save_plan=save_plan, plan_file=plan_file,
                       only=list(only), from_dir=dumps)
+    click.echo(output.getvalue(), nl=False)
 
 
 @main.command()
@@ -439,14 +474,16 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
 @click.option("--context", "context", multiple=True,
               help="kubeconfig context: CONTEXT when the apply changed one cluster, or CLUSTER=CONTEXT for each "
                    "cluster it changed (repeatable).")
+@click.option("--force", is_flag=True,
+              help="Restore a field even where it changed again after the apply (overwrites that later change).")
 @handle_errors
-def rollback(db: Path | None, plan_id: str, context: tuple[str, ...]) -> None:
+def rollback(db: Path | None, plan_id: str, context: tuple[str, ...], force: bool) -> None:
     """Revert what an apply changed, newest change first, each change in its own cluster."""
     from gpuinsight.recommend_cli import cluster_option_values, run_rollback
 
     contexts = cluster_option_values(context, "--context")
-    with open_gi(db) as gi:
-        run_rollback(gi, plan_id, context=contexts)
+    with open_gi(db, write=True) as gi:
+        run_rollback(gi, plan_id, context=contexts, force=force)
 
 
 @main.command()
@@ -491,8 +528,25 @@ def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None,
     with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window)
                  ) as gi, gi.reusing_answers():  # the rules' models feed the charts too
         plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
+        if plan_file is not None:
+            checked_plan_file(gi, plan, plan_file)
         path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
         click.echo(f"wrote {path}")
+
+
+def checked_plan_file(gi: Any, plan: Any, plan_file: Path) -> None:
+    """A plan file rendered as a report: refused when it is not the plan saved for review under
+    its id (an edited saving would be shown as the tool's figure; ``--apply`` refuses it too);
+    one never saved here is rendered with a warning, in the report and on stderr."""
+    from gpuinsight.actions.planio import check_reviewed, was_reviewed
+
+    if was_reviewed(gi.wh, plan):
+        check_reviewed(gi.wh, plan, str(plan_file))
+        return
+    note = (f"plan {plan.plan_id} ({plan_file.name}) was never saved for review in this warehouse: its figures are "
+            "the file's own, not checked against a reviewed plan")
+    plan.notes.append(note)
+    click.echo(f"gpuinsight: warning: {note}", err=True)
 
 
 @main.command()

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DB = "gpuinsight.duckdb"
+# Long enough for a collection of a day of a large fleet to finish (docs/performance.md), short
+# enough that a scheduled job stuck behind a hung writer fails the same hour.
+DEFAULT_LOCK_TIMEOUT_S = 600.0
 # the cluster name rows are stored under when no --cluster is given (and findings of frames
 # without a cluster column belong to)
 DEFAULT_CLUSTER = "default"
@@ -52,6 +55,8 @@ class Config:
     # None keeps DuckDB's own (80 % of RAM). Beyond it sorts, aggregates and windows spill to disk
     memory_limit: str | None = None
     s3_endpoint_url: str | None = None        # S3-compatible store for report uploads (MinIO, moto)
+    # how long to wait for another process that holds the warehouse (docs/warehouse.md)
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
     progress: bool = False                   # progress bars (the CLI sets it on terminals only)
     debug: bool = False
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
@@ -64,8 +69,30 @@ class Config:
         return replace(self, **changes)
 
     @classmethod
-    def from_env(cls, db: str | os.PathLike[str] | None = None, **changes: Any) -> Config:
-        path = db or os.environ.get("GPUINSIGHT_DB") or DEFAULT_DB
+    def from_env(cls, db: str | os.PathLike[str] | None = None, *,
+                 default_db: str | os.PathLike[str] = DEFAULT_DB, **changes: Any) -> Config:
+        """``db``, else ``$GPUINSIGHT_DB``, else ``default_db``; ``$GPUINSIGHT_MEMORY_LIMIT`` and
+        ``$GPUINSIGHT_LOCK_TIMEOUT`` (seconds, or a duration like 30m) unless ``changes`` set them."""
+        path = db or os.environ.get("GPUINSIGHT_DB") or default_db
         if os.environ.get("GPUINSIGHT_MEMORY_LIMIT") and "memory_limit" not in changes:
             changes["memory_limit"] = os.environ["GPUINSIGHT_MEMORY_LIMIT"]
+        if os.environ.get("GPUINSIGHT_LOCK_TIMEOUT") and "lock_timeout_s" not in changes:
+            changes["lock_timeout_s"] = lock_timeout(os.environ["GPUINSIGHT_LOCK_TIMEOUT"])
         return cls(db_path=Path(path), **changes)
+
+
+def lock_timeout(text: str) -> float:
+    """Seconds (``90``) or a duration (``30m``); a bad value is bad input."""
+    from gpuinsight.errors import BadInput
+    from gpuinsight.sql.registry import parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text).total_seconds()
+        except ValueError:
+            raise BadInput(f"GPUINSIGHT_LOCK_TIMEOUT={text!r}: seconds, or a duration like 30m") from None
+    if not 0 <= seconds < 1e7:
+        raise BadInput(f"GPUINSIGHT_LOCK_TIMEOUT={text!r}: between 0 and 1e7 seconds")
+    return seconds

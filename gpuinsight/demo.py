@@ -2,68 +2,109 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
-from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
+from gpuinsight.errors import BadInput
 from gpuinsight.progress import Progress
 from gpuinsight.reports import ray_keda, signals
 from gpuinsight.rules.base import Plan
 from gpuinsight.sources.gpu_nodes import unmatched_note
+from gpuinsight.warehouse.writes import clear_tables, data_tables
+
+DEMO_SOURCE = "demo"  # ingest_state.source of the row a demo build leaves (what it loaded, table by table)
 
 
-def run_demo(config: Config, out: Path, sample: Path | None = None) -> str:
+def run_demo(config: Config, out: Path, sample: Path | None = None, *, replace: bool = False) -> str:
+    """Rebuild the warehouse at ``config.db_path`` from the sample fleet, in place and under its
+    lock, in one write session: an existing warehouse keeps its previous state whole if anything
+    fails. A warehouse holding more than an earlier demo loaded is refused unless ``replace``;
+    applied actions and reviewed plans are always kept, and the summary says how many."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    final = Path(config.db_path)
-    # The demo starts from an empty warehouse so its figures are the sample's alone. It is built
-    # in a temporary file next to the target and swapped in only when everything succeeded: a
-    # broken --sample leaves an existing warehouse as it was.
-    with building(final) as tmp_db:
-        text, report = _build(config.with_(db_path=tmp_db), out, sample)
+    created = not Path(config.db_path).exists()
+    with GpuInsight(config, rebuild_stale=False) as gi:  # the demo's session rebuilds them
+        text, report, kept = _build(gi, out, sample, replace, created)
     took = time.perf_counter() - started
-    return (f"{text}\n\nwrote {report} and {out / 'recommendations.json'} "
-            f"(warehouse {final}) in {took:.1f} s")
+    return (f"{text}{kept}\n\nwrote {report} and {out / 'recommendations.json'} "
+            f"(warehouse {config.db_path}) in {took:.1f} s")
 
 
-@contextlib.contextmanager
-def building(final: Path) -> Iterator[Path]:
-    """A fresh temporary warehouse path beside ``final``, renamed onto it if the block succeeds."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".building", dir=final.parent)
-    os.close(fd)
-    tmp = Path(name)
-    tmp.unlink()  # DuckDB creates the file itself
+def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool, created: bool) -> tuple[str, Path, str]:
+    from gpuinsight.sources.sample_dir import load_sample_dir
+
+    progress = Progress(gi.config.progress)
+    progress.stage("loading the sample fleet")
     try:
-        yield tmp
-        Path(f"{final}.wal").unlink(missing_ok=True)  # an old WAL must not replay onto the new file
-        os.replace(tmp, final)
-    finally:
-        for leftover in (tmp, Path(f"{tmp}.wal")):
-            leftover.unlink(missing_ok=True)
+        with gi.writing():
+            tables = data_tables(gi.wh, gi.registry.model_tables())
+            _check_replaceable(gi, tables, replace)
+            kept = _kept_records(gi)
+            clear_tables(gi.wh, tables)
+            loads = load_sample_dir(gi.wh, gi.config, sample)
+            _mark_demo(gi, tables, sample)
+    except BaseException:
+        if created:  # the state before was no file: remove the empty one while still holding it
+            for leftover in (gi.wh.path, Path(f"{gi.wh.path}.wal")):
+                leftover.unlink(missing_ok=True)
+        raise
+    progress.stage("running the rules")
+    plan = gi.recommend()
+    gi.store_plan(plan)
+    (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
+    progress.stage("writing the report")
+    report = gi.report(out / "report.html", plan=plan)
+    progress.close()
+    text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
+    return text, report, kept
 
 
-def _build(config: Config, out: Path, sample: Path | None) -> tuple[str, Path]:
-    progress = Progress(config.progress)
-    with GpuInsight(config) as gi:
-        progress.stage("loading the sample fleet")
-        loads = gi.load_sample(sample)
-        progress.stage("running the rules")
-        plan = gi.recommend()
-        (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
-        progress.stage("writing the report")
-        report = gi.report(out / "report.html", plan=plan)
-        progress.close()
-        text = summarize(gi, plan, loads_line="; ".join(r.summary() for r in loads))
-    return text, report
+def _table_rows(gi: GpuInsight, tables: list[str]) -> dict[str, int]:
+    """Rows per data table (the load bookkeeping aside: the demo's own row is in it)."""
+    return {t: gi.wh.count(t) for t in tables if t != "ingest_state"}
+
+
+def _check_replaceable(gi: GpuInsight, tables: list[str], replace: bool) -> None:
+    """A demo replaces only what a demo loaded: the rows of an earlier demo, unchanged since."""
+    rows = _table_rows(gi, tables)
+    if replace or not any(rows.values()):
+        return
+    state = gi.wh.sql("SELECT details FROM ingest_state WHERE source = ?", [DEMO_SOURCE])
+    if state.height and json.loads(state.item() or "{}").get("rows") == rows:
+        return
+    held = ", ".join(f"{rows[t]:,} {t}" for t in ("nodes", "pods", "gpu_samples") if rows.get(t)) or "rows"
+    raise BadInput(f"{gi.config.db_path} holds data a demo did not load ({held}): the demo rebuilds a warehouse from "
+                   "the sample fleet and would replace it; give another --db (the demo's default is OUT/demo.duckdb), "
+                   "or --replace to replace it (applied actions and reviewed plans are kept)")
+
+
+def _kept_records(gi: GpuInsight) -> str:
+    """What a rebuild keeps that matters to people: the audit trail and the reviews."""
+    applied = gi.wh.sql("SELECT count(*) AS n, count(DISTINCT plan_id) AS plans, "
+                        "count(*) FILTER (WHERE status = 'applied') AS live FROM applied_actions").row(0, named=True)
+    reviewed = gi.wh.count("reviewed_plans")
+    if not applied["n"] and not reviewed:
+        return ""
+    return (f"\nkept from the warehouse it replaced: {applied['n']} applied-action record(s) of {applied['plans']} "
+            f"plan(s) ({applied['live']} change(s) still applied: `gpuinsight rollback PLAN_ID` undoes them) and "
+            f"{reviewed} reviewed plan(s)")
+
+
+def _mark_demo(gi: GpuInsight, tables: list[str], sample: Path | None) -> None:
+    state = pl.DataFrame([{
+        "source": DEMO_SOURCE, "scope": "sample", "cursor": None, "run_id": None, "status": "complete",
+        "rows_loaded": None, "updated_at": datetime.now(UTC).replace(tzinfo=None, microsecond=0),
+        "details": json.dumps({"sample": str(sample) if sample else "embedded",
+                               "rows": _table_rows(gi, tables)}),
+    }], schema={"source": pl.Utf8, "scope": pl.Utf8, "cursor": pl.Datetime("us"), "run_id": pl.Utf8,
+                "status": pl.Utf8, "rows_loaded": pl.Int64, "updated_at": pl.Datetime("us"), "details": pl.Utf8})
+    gi.wh.merge("ingest_state", state, ("source", "scope"))
 
 
 def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:

@@ -138,7 +138,11 @@ def _save(gi: GpuInsight, plan: Plan, save_plan: Path) -> None:
         os.replace(tmp, save_plan)
     except OSError as exc:
         raise BadInput(f"{save_plan}: cannot write the plan: {exc.strerror}") from None
-    digest = record_review(gi.wh, plan, str(save_plan))
+    from gpuinsight.rules.engine import store_plan
+
+    with gi.wh.writing():  # the review record and the plan, in one commit
+        digest = record_review(gi.wh, plan, str(save_plan))
+        store_plan(gi.wh, plan)
     click.echo(f"wrote plan {plan.plan_id} to {save_plan} (sha256 {digest}); after review apply exactly it with "
                f"`gpuinsight recommend --plan {save_plan} --apply`", err=True)
 
@@ -212,7 +216,7 @@ def run_plan_offline(plan_file: Path, *, fmt: str, emit_dir: Path | None, only: 
         _emit(plan, emit_dir, fmt, wanted)
 
 
-def run_rollback(gi: GpuInsight, plan_id: str, *, context: Contexts) -> None:
+def run_rollback(gi: GpuInsight, plan_id: str, *, context: Contexts, force: bool = False) -> None:
     from gpuinsight.actions.cli_glue import rollback_from_cli
 
-    click.echo(rollback_from_cli(gi, plan_id, context=context))
+    click.echo(rollback_from_cli(gi, plan_id, context=context, force=force))

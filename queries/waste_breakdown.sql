@@ -2,7 +2,7 @@
 -- grain: one row per cluster and group (namespace, queue, workload, node_pool or node, per $by)
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
--- param: by VARCHAR = namespace -- group by: namespace | queue | cluster_queue | workload | node_pool | node | team
+-- param: by VARCHAR IN (namespace, queue, cluster_queue, workload, node_pool, node, team) = namespace -- group by
 -- param: namespace VARCHAR = NULL -- only this namespace
 -- param: queue VARCHAR = NULL -- only this Volcano queue
 -- param: node_pool VARCHAR = NULL -- only this node pool

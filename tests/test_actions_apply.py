@@ -263,10 +263,33 @@ def test_rollback_does_not_overwrite_later_changes(api: ApplyKubeAPI, wh: Wareho
         queue = next(o for o in api.objects[("scheduling.volcano.sh", "v1beta1", "queues")]
                      if o["metadata"]["name"] == "research")
         queue["spec"]["weight"] = 3
-    with pytest.raises(ApplyFailed, match=r"rollback refused: Queue/research /spec/weight changed after the apply"):
+    with pytest.raises(ApplyFailed, match=r"rollback refused: Queue/research /spec/weight changed after the apply "
+                                          r"\(now 3\); pass --force to restore anyway"):
         rollback(plan.plan_id, Kube(api.client()), wh)
     rollback(plan.plan_id, Kube(api.client()), wh, force=True)
     assert api.get_obj("queues", None, "research")["spec"]["weight"] == 4
+
+
+def test_the_rollback_command_takes_the_force_its_refusal_asks_for(api: ApplyKubeAPI, wh: Warehouse,
+                                                                     tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gpuinsight.cli import main
+
+    plan = make_plan(api, [queue_rec()])
+    apply_plan(plan, Kube(api.client()), wh)
+    wh.close()
+    with api.lock:
+        next(o for o in api.objects[("scheduling.volcano.sh", "v1beta1", "queues")]
+             if o["metadata"]["name"] == "research")["spec"]["weight"] = 3
+    env = {"KUBECONFIG": str(api.write_kubeconfig(tmp_path, context="fake"))}
+    args = ["rollback", plan.plan_id, "--context", "fake", "--db", str(tmp_path / "wh.duckdb")]
+    res = CliRunner().invoke(main, args, env=env)
+    assert res.exit_code == 1 and "pass --force to restore anyway" in res.output
+    res = CliRunner().invoke(main, [*args, "--force"], env=env)
+    assert res.exit_code == 0, res.output
+    assert api.get_obj("queues", None, "research")["spec"]["weight"] == 4
+    assert res.output.strip().endswith(f"{plan.plan_id}: 1 rolled-back")
 
 
 def test_only_applies_the_chosen_recommendations(api: ApplyKubeAPI, wh: Warehouse) -> None:

@@ -54,7 +54,7 @@ def test_malformed_metrics_line_is_exit_2_naming_file_and_line(tmp_path: Path) -
     res = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "out"), "--sample", str(sample)])
     assert res.exit_code == 2, res.output
     assert "metrics.om.gz:151" in res.output
-    # the demo builds into a temporary file swapped in on success only: nothing is left behind
+    # a demo that fails to build a new warehouse removes the file it created: nothing is left behind
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 

@@ -141,7 +141,9 @@ def test_the_finding_and_its_fix(held: gi.GpuInsight, tmp_path: Path) -> None:
         assert taint["type"] == "aws-eks" and taint["call"] == "update_nodegroup_config"
         assert taint["args"]["taints"] == {"addOrUpdateTaints": [
             {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]}
-        Eks.from_region("us-east-1").validate(taint["call"], taint["args"])  # botocore validates, offline
+        # botocore validates, offline: credentials given, so making the client asks no metadata service
+        Eks.from_region("us-east-1", aws_access_key_id="offline", aws_secret_access_key="offline").validate(
+            taint["call"], taint["args"])
     assert all(a["ref"]["kind"] != "DaemonSet" for a in actions if a.get("ref"))
 
 

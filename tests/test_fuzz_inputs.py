@@ -35,11 +35,16 @@ SEED = 20261130
 MUTANTS = {"openmetrics": 45, "dump-pods": 20, "dump-nodes": 15, "dump-podgroups": 15, "dump-queues": 15,
            "dump-vcjobs": 15, "prices": 65, "openb-nodes": 25, "openb-pods": 35}   # 250 per run
 NASTY_NUMBERS = ["-4", "NaN", "Inf", "-Inf", "+Inf", "1e20", "1e400", "8Ei", "99999999999999999999999", "-0",
-                 "1.5", "", "0x10", "nan", "1e-300", "-1", "4294967295", "9223372036854775794", "0"]
+                 "1.5", "", "0x10", "nan", "1e-300", "-1", "4294967295", "9223372036854775794", "0",
+                 "32503680000", "4096"]  # absurd but parseable: a timestamp in the year 3000, a GPU count
 NASTY_LINES = ["", "   ", "# EOF", "}{", "\x00", "\ufeff", "a,b,c", "---", "kind: List", 'foo{a="1"} 1 2 3',
                "\udcff\udcfe", "items: 7", "- 1", "DCGM_FI_DEV_GPU_UTIL 5 5", ",,,,,,,,,,"]
 NASTY_STRINGS = ["", "\udcff", "x" * 300, "<none>", "../..", "\n", '"', "{}", "1970-01-01T00:00:00Z"]
-NASTY_JSON: list[Any] = [-4, 1e23, "8Ei", None, [], {}, "", True, "NaN", 2**70, -1, "-4", 0.5, "1970-01-01T00:00:00Z"]
+NASTY_JSON: list[Any] = [-4, 1e23, "8Ei", None, [], {}, "", True, "NaN", 2**70, -1, "-4", 0.5, "1970-01-01T00:00:00Z",
+                         "2999-01-01T00:00:00Z", "4096", 4096]  # absurd but parseable: centuries ahead, GPUs per node
+# Refusals of input that parses but would move figures without a word (docs/collectors.md, "Bad input")
+CLASSES = {"one key, two contents": r"are the same \w+ \(.*\) with different content",
+           "a time centuries ahead": r"is in the future", "an absurd count": r"out of range|not a plausible|too large"}
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _QUOTED = re.compile(r'"([^"\\\n]{0,60})"')
 
@@ -55,9 +60,42 @@ def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
             yield from _paths(v, (*prefix, i))
 
 
+def _nudged(value: Any) -> Any:
+    """A different value of the same kind (one that still loads)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-b" if not value[-1:].isdigit() else value[:-1] + str((int(value[-1]) + 1) % 10)
+    return value
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
 def mutate_json(text: str, rng: random.Random) -> str:
-    """Set a random field of the document to a hostile value, or delete it."""
+    """Set a random field of the document to a hostile value, or delete it; or put a time
+    centuries ahead; or list an item twice, the copy changed in one field or not at all."""
     doc = json.loads(text)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    op = rng.random()
+    if isinstance(items, list) and items and op < 0.12:  # one key, two contents
+        twin = json.loads(json.dumps(rng.choice(items)))
+        inner = [p for p in _paths(twin) if p[0] != "metadata" or p[-1] not in ("uid", "name", "namespace")]
+        leaves = [p for p in inner if not isinstance(_get(twin, p), dict | list)]
+        if leaves and rng.random() < 0.7:
+            path = rng.choice(leaves)
+            _set(twin, path, _nudged(_get(twin, path)))
+        items.insert(rng.randrange(len(items) + 1), twin)
+        return json.dumps(doc, indent=1)
+    times = [p for p in _paths(doc) if isinstance(p[-1], str) and p[-1].endswith(("Timestamp", "Time", "At"))]
+    if times and op < 0.24:  # a time centuries ahead
+        _set(doc, rng.choice(times), rng.choice(["2999-01-01T00:00:00Z", "2399-06-30T12:00:00+02:00"]))
+        return json.dumps(doc, indent=1)
     paths = list(_paths(doc))
     if not paths:
         raise ValueError("nothing to mutate")
@@ -70,6 +108,12 @@ def mutate_json(text: str, rng: random.Random) -> str:
     else:
         parent[path[-1]] = rng.choice(NASTY_JSON)
     return json.dumps(doc, indent=1)
+
+
+def _get(doc: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
 
 
 def mutate_text(text: str, rng: random.Random) -> str:
@@ -125,7 +169,7 @@ def _write(path: Path, text: str) -> None:
 def _located(message: str, path: Path) -> tuple[bool, bool]:
     """(names the file, names a line or an item in it)."""
     names_file = path.name in message or str(path.parent) in message
-    where = re.search(rf"{re.escape(path.name)}(:\d+|: line \d+|: item \d+)", message) is not None
+    where = re.search(rf"{re.escape(path.name)}(:\d+|: line \d+|: items? \d+)", message) is not None
     return names_file, where
 
 
@@ -148,6 +192,7 @@ def test_fuzzed_file_inputs_exit_0_or_2_with_a_location_and_refusals_change_noth
     codes: Counter[int] = Counter()
     per_kind: dict[str, Counter[int]] = {}
     named, located, unchanged, failures = 0, 0, 0, []
+    classes: Counter[str] = Counter()
     with Warehouse(cfg.db_path) as wh:
         seeds: dict[str, tuple[Path, str]] = {}
         for name, kind in KINDS.items():
@@ -164,6 +209,7 @@ def test_fuzzed_file_inputs_exit_0_or_2_with_a_location_and_refusals_change_noth
                 codes[code] += 1
                 per_kind[name][code] += 1
                 if code == 2:
+                    classes.update(c for c, pattern in CLASSES.items() if re.search(pattern, message))
                     after = fingerprint(wh)
                     names_file, where = _located(message, path)
                     named += names_file
@@ -183,7 +229,9 @@ def test_fuzzed_file_inputs_exit_0_or_2_with_a_location_and_refusals_change_noth
           f"warehouse unchanged after {unchanged}/{refused} refusals")
     for name, c in per_kind.items():
         print(f"  {name:<15} {dict(sorted(c.items()))}")
+    print(f"  refusals of absurd but parseable input: {dict(sorted(classes.items()))}")
     assert sum(codes.values()) >= 250
+    assert set(classes) == set(CLASSES), classes  # every class of silent-figure input was tried and refused
     assert not failures, failures[:5]
     assert set(codes) <= {0, 2} and refused > 100 and codes[0] > 20  # both outcomes are exercised
 

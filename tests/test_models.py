@@ -149,7 +149,7 @@ def test_window_parameters_and_bad_values(fleet: gi.GpuInsight) -> None:
     one = fleet.query("waste_breakdown", by="node", since=H1.isoformat())
     n1 = one.filter(one["group"] == "n1").row(0, named=True)
     assert n1["total_usd"] == pytest.approx(55.04)
-    with pytest.raises(Exception, match="by must be one of"):
+    with pytest.raises(BadInput, match="parameter by: 'planet' is not one of namespace, queue, cluster_queue, workload"):
         fleet.query("waste_breakdown", by="planet")
     with pytest.raises(BadInput, match="unknown parameter"):
         fleet.query("waste_breakdown", colour="red")

@@ -163,3 +163,26 @@ def test_cli_exits_1_on_partial_answers_and_allow_partial_accepts_them(proxy: Fa
     assert not any("partial_response" in p for p in proxy.requests[seen:])
     with Warehouse(tmp_path / "b.duckdb") as wh:
         assert state(wh)[:2] == ("complete", T_END) and wh.count("gpu_samples") > 0
+
+
+def test_through_the_write_path_a_failed_collection_keeps_whole_chunks_and_its_models_are_rebuilt_after(
+        proxy: FaultProxy, clean: dict, tmp_path: Path) -> None:
+    """As the CLI runs it (docs/warehouse.md): the chunks before the fault stay committed with
+    their cursor and the models are marked stale; a reader rebuilds them before answering, and
+    the next run completes the window."""
+    import gpuinsight as gi
+
+    cfg = cfg_for(tmp_path, proxy.url, "session", retries=1, max_points_per_series=24)  # 3 chunks of 2 h
+    proxy.schedule = lambda path: "5xx" if in_chunk(path, 2) else None
+    with gi.GpuInsight(cfg) as g:
+        with pytest.raises(RuntimeFailure, match="gave up after 2 attempts"):
+            g.collect_prometheus(T0, T_END, 300)
+        assert state(g.wh)[:2] == ("failed", T0 + timedelta(hours=2))  # chunk 1 kept
+        assert g.registry.status(g.wh.con) == "stale"
+    proxy.schedule = None
+    with gi.GpuInsight(cfg, read_only=True, upgrade=True) as g:
+        assert g.registry.status(g.wh.con) == "current" and g.query("fleet_summary").height == 1
+    with gi.GpuInsight(cfg) as g:
+        g.collect_prometheus(None, T_END, 300)  # type: ignore[arg-type]
+        assert state(g.wh)[:2] == ("complete", T_END) and fingerprint(g.wh) == clean
+        assert g.registry.status(g.wh.con) == "current"

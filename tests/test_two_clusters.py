@@ -62,6 +62,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     with GpuInsight(Config(db_path=db, cluster="west")) as gi:
         gi.load_sample()
         two = gi.recommend()
+        gi.store_plan(two)  # recommend only reads; storing the plan is a write of its own
     return SimpleNamespace(db=db, one=one, two=two, one_charge=one_charge, one_summary=one_summary)
 
 

@@ -61,8 +61,10 @@ def test_a_broken_demo_leaves_the_existing_warehouse_unchanged(tmp_path: Path) -
     sample = tmp_path / "sample"
     shutil.copytree(sample_data_dir() / "kubectl", sample / "kubectl")
     (sample / "kubectl" / "pods.json").write_text('{"items": [')  # broken input
-    res = CliRunner().invoke(main, ["demo", "--db", str(db), "--out", str(tmp_path / "out"), "--sample", str(sample)])
+    res = CliRunner().invoke(main, ["demo", "--db", str(db), "--out", str(tmp_path / "out"), "--sample", str(sample),
+                                    "--replace"])
     assert res.exit_code == 2, res.output
+    assert "pods.json" in res.output
     assert _digest(db) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.duckdb", "out", "sample"], "no temporary file left"
     with Warehouse(db, read_only=True) as wh:

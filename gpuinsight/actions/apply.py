@@ -392,7 +392,7 @@ def _restore_plan(runner: _Runner, action: dict[str, Any], prev: Any, after: Any
             now = redact_fields({ptr: get(live, ptr)})[ptr]
             if norm(now) != norm(value):
                 raise ApplyFailed(f"rollback refused: {action['target']} {ptr} changed after the apply "
-                                  f"(now {_short(now)}); pass force to restore anyway", ApplyResult(""))
+                                  f"(now {_short(now)}); pass --force to restore anyway", ApplyResult(""))
     if prev is None:
         return {"delete": ref, "exists": live is not None}
     if contains_mark(prev.get("fields")):

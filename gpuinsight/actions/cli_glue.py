@@ -7,7 +7,8 @@ chosen with ``--only``) whose changes are all in one cluster, or {cluster: conte
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from gpuinsight.actions.eks import Eks
 from gpuinsight.actions.kube import Kube
 from gpuinsight.actions.plan import warehouse_states
 from gpuinsight.actions.state import ClusterState
+from gpuinsight.errors import GpuInsightError
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
@@ -106,6 +108,20 @@ def reviewed_state(plan: Plan, wh: Warehouse | None, *, kube: Kube | dict[str, K
     return states
 
 
+def _recorded(wh: Warehouse, run: Callable[[], ApplyResult]) -> ApplyResult:
+    """Run an apply or a rollback, then write its audit rows (each committed as the change it
+    records happened) into the file before the result is reported. After a failure the rows are
+    committed all the same; the checkpoint is tried, and its own failure never hides the first."""
+    try:
+        result = run()
+    except BaseException:
+        with contextlib.suppress(GpuInsightError):
+            wh.checkpoint()
+        raise
+    wh.checkpoint()
+    return result
+
+
 def _result_text(plan: Plan, diff: str, result: ApplyResult) -> str:
     lines = [diff, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in result.steps]
     lines.append(result.summary() + (f"; undo with: gpuinsight rollback {plan.plan_id}" if result.steps else ""))
@@ -122,7 +138,8 @@ def apply_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = None,
     states = prepare_plan(plan, gi.wh, kube=kubes)
     text = diff_plan(plan, states)
     actions = ordered_actions(plan, set(only) if only else None)
-    result = apply_plan(plan, kubes, gi.wh, eks=eks_for(gi.wh, actions), max_age=max_age, only=only or None)
+    result = _recorded(gi.wh, lambda: apply_plan(plan, kubes, gi.wh, eks=eks_for(gi.wh, actions), max_age=max_age,
+                                                 only=only or None))
     return _result_text(plan, text, result)
 
 
@@ -133,17 +150,18 @@ def apply_reviewed_from_cli(gi: GpuInsight, plan: Plan, *, context: Contexts = N
     kubes = kubes_to_apply(plan, context, only)
     text = diff_plan(plan, reviewed_state(plan, gi.wh, kube=kubes))
     actions = ordered_actions(plan, set(only) if only else None)
-    result = apply_plan(plan, kubes, gi.wh, eks=eks_for(gi.wh, actions), max_age=max_age, only=only or None)
+    result = _recorded(gi.wh, lambda: apply_plan(plan, kubes, gi.wh, eks=eks_for(gi.wh, actions), max_age=max_age,
+                                                 only=only or None))
     return _result_text(plan, text, result)
 
 
-def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: Contexts = None) -> str:
+def rollback_from_cli(gi: GpuInsight, plan_id: str, *, context: Contexts = None, force: bool = False) -> str:
     """Roll back what was applied of ``plan_id``, each change through its own cluster's context."""
     rows = audit.rows(gi.wh, plan_id, ("applied",))
     actions = [r["applied"].get("action") or {} for r in rows]
     kube_clusters = {action_cluster(a) for a in actions if a.get("type") != "aws-eks"}
     kubes = kubes_for(context, kube_clusters, required=kube_clusters) if kube_clusters and context else None
-    result = rollback(plan_id, kubes, gi.wh, eks=eks_for(gi.wh, actions))
+    result = _recorded(gi.wh, lambda: rollback(plan_id, kubes, gi.wh, eks=eks_for(gi.wh, actions), force=force))
     lines = [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}: {s.message}" for s in result.steps]
     return "\n".join([*lines, result.summary()])
 

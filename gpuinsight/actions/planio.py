@@ -565,6 +565,11 @@ def first_difference(reviewed: Any, given: Any, where: str = "") -> str | None:
     return None
 
 
+def was_reviewed(wh: Warehouse, plan: Plan) -> bool:
+    """Was a plan with this id saved for review in this warehouse (whatever its content)?"""
+    return bool(wh.sql("SELECT count(*) FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id]).item())
+
+
 def check_reviewed(wh: Warehouse, plan: Plan, name: str) -> str:
     """Refuse a plan that is not exactly the one recorded at review; returns the digest."""
     rows = wh.sql("SELECT sha256, content, saved_at FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id]).rows()

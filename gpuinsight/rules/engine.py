@@ -114,7 +114,6 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
         plan.notes.append("savings per cluster: " + ", ".join(
             f"{c} ${v:,.0f}/month" for c, v in plan.savings_by_cluster().items()))
     attach_actions(gi, plan)
-    store_plan(gi.wh, plan)
     return plan
 
 

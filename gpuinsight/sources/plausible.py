@@ -18,6 +18,10 @@ FUTURE_SLACK = timedelta(days=1)
 # Whole devices one container or node can hold: 8-GPU nodes time-sliced into up to 512 replicas
 # each still fit; 8Ei, 1e23 or 2**64 do not.
 MAX_DEVICES_PER_OBJECT = 4096
+# Physical GPUs in one node: the most any instance type has (GCP a2-megagpu-16g, NVIDIA DGX-2 and
+# HGX-2 boards: 16; AWS and Azure types have at most 8). A price catalog listing a larger node
+# type raises it (sources/k8s/checks.py).
+MAX_GPUS_PER_NODE = 16
 # Cluster-wide resource lists (Volcano queue capability, PodGroup minResources).
 MAX_DEVICES_PER_CLUSTER = 1 << 20
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -452,7 +452,10 @@ def load_series(
     the warehouse's nodes and pods before the first batch is asked for.
 
     A crash between batches leaves every committed batch and its cursor; a crash inside one
-    leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits.
+    leaves nothing of it. ``ingest_state`` says ``running`` until the last batch commits. In a
+    write session (:mod:`gpuinsight.warehouse.writes`) the batches share its transaction; each
+    one before the last is committed when the next arrives (:meth:`Warehouse.commit_so_far`), so
+    a single-batch load is one transaction with the model rebuild.
     """
     report = LoadReport(source=source, window=window)
     run_id = uuid.uuid4().hex[:12]
@@ -466,7 +469,9 @@ def load_series(
     total = 0
     held = False
     try:
-        for item in series_batches:
+        for i, item in enumerate(_keeping_whole_batches(wh, series_batches)):
+            if i:  # in a write session: the chunks before this one are committed, each whole
+                wh.commit_so_far()
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
             held = held or not batch.advance_cursor
@@ -478,7 +483,17 @@ def load_series(
             if on_commit is not None:
                 on_commit(batch, rows)
     except BaseException as exc:
-        set_state(wh, source, scope, status="failed", details={**info, "error": type(exc).__name__})
+        error = type(exc).__name__
+
+        def failed() -> None:
+            set_state(wh, source, scope, status="failed", details={**info, "error": error})
+
+        # in a write session the state is recorded once the session has rolled back to the last
+        # whole chunk: a statement in the failed transaction would only fail again, hiding the error
+        if wh.session is not None:
+            wh.session.after_rollback.append(failed)
+        elif not wh.in_transaction:
+            failed()
         raise
     report.notes.extend(stats.notes())
     info["dropped_readings"] = stats.dropped.total()
@@ -486,6 +501,25 @@ def load_series(
     set_state(wh, source, scope, status="partial" if held else "complete",
               details={**info, "notes": report.notes} if report.notes else info, rows_loaded=total)
     return report
+
+
+def _keeping_whole_batches(wh: Warehouse, batches: Iterable[SeriesBatch | pl.DataFrame]
+                           ) -> Iterator[SeriesBatch | pl.DataFrame]:
+    """``batches``; when making the next one fails (a fetch that gave up, an interrupt), the ones
+    loaded before it are whole: in a write session they are committed before the error goes on."""
+    it = iter(batches)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except BaseException as exc:
+            try:
+                wh.commit_so_far()
+            except Exception as failed:  # noqa: BLE001 - the fetch error is the one to report
+                exc.add_note(f"(the chunks loaded before it could not be committed: {failed})")
+            raise
+        yield item
 
 
 def _load_one(

@@ -5,6 +5,7 @@ Each file opens with a header of ``-- key: value`` lines::
     -- name: gpu_hourly_utilization
     -- grain: one row per GPU (or MIG instance) per hour
     -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
+    -- param: by VARCHAR IN (namespace, queue) = namespace -- a parameter taking only these values
     -- depends: allocation_hourly
     -- materialize: table
     -- description: what it answers; continuation lines start with "--   ".
@@ -39,11 +40,13 @@ from gpuinsight.warehouse.db import to_polars
 _HEADER = re.compile(r"^--\s*([a-z_]+):\s*(.*)$")
 _CONT = re.compile(r"^--\s{2,}(.*)$")
 _PARAM = re.compile(
-    r"^(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+)(?:\s*=\s*(?P<default>[^-]+?))?\s*(?:--\s*(?P<help>.*))?$"
+    r"^(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+)(?:\s+IN\s*\((?P<choices>[^)]*)\))?"
+    r"(?:\s*=\s*(?P<default>[^-]+?))?\s*(?:--\s*(?P<help>.*))?$"
 )
 _REF = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _LINE = re.compile(r"LINE (\d+):")
 _TYPES = {"TIMESTAMP", "DATE", "VARCHAR", "DOUBLE", "INTEGER", "BOOLEAN", "INTERVAL"}
+STALE_SUFFIX = ":stale"  # model_state.fingerprint of models a later load left behind (invalidate)
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,14 @@ class Param:
     type: str
     default: Any
     help: str
+    choices: tuple[str, ...] = ()  # ``IN (a, b, c)`` in the declaration: the only values taken
 
     def coerce(self, value: Any) -> Any:
         """Turn a CLI string (or a Python value) into the declared type."""
         if value is None or (isinstance(value, str) and value.lower() in ("", "null", "none")):
             return None
+        if self.choices and str(value) not in self.choices:
+            raise BadInput(f"parameter {self.name}: {str(value)[:60]!r} is not one of {', '.join(self.choices)}")
         if not isinstance(value, str):
             return value
         try:
@@ -155,9 +161,12 @@ def parse_query_file(path: Path) -> Query:
                 if not pm or pm.group("type") not in _TYPES:
                     raise RuntimeFailure(f"{path.name}:{lineno}: bad param declaration {value!r}")
                 default = (pm.group("default") or "NULL").strip()
+                choices = tuple(c.strip() for c in (pm.group("choices") or "").split(",") if c.strip())
+                if choices and default.upper() != "NULL" and default not in choices:
+                    raise RuntimeFailure(f"{path.name}:{lineno}: default {default!r} is not one of its choices")
                 params.append(
                     Param(pm.group("name"), pm.group("type"), None if default.upper() == "NULL" else default,
-                          (pm.group("help") or "").strip())
+                          (pm.group("help") or "").strip(), choices)
                 )
             else:
                 meta[key] = value
@@ -239,11 +248,10 @@ class QueryRegistry:
                 raise BadInput(f"{name}: takes no parameters")
             return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
         bound = q.bind(params)
-        if q.keep_default and bound == q.bind({}):
-            try:  # in insertion order, i.e. the model's own ORDER BY
-                return to_polars(con, f'SELECT * FROM "{q.default_table}"')
-            except duckdb.CatalogException:
-                pass  # a warehouse refreshed before this model kept its answer: run it
+        # a warehouse refreshed before this model kept its answer has no such table: run it (asked
+        # first, not tried: inside a transaction a failed statement would abort the transaction)
+        if q.keep_default and bound == q.bind({}) and _table_exists(con, q.default_table):
+            return to_polars(con, f'SELECT * FROM "{q.default_table}"')  # in the model's own ORDER BY
         return _execute(con, q, q.text, bound)
 
     def kept_defaults(self) -> list[Query]:
@@ -277,10 +285,41 @@ class QueryRegistry:
         con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built
 
+    def rebuild(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """The write path's model rebuild (:class:`gpuinsight.warehouse.writes.ModelBuilder`)."""
+        return self.refresh(con)
+
+    def invalidate(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Mark the models stale: data they were not built from is being committed."""
+        con.execute(f"UPDATE model_state SET fingerprint = fingerprint || '{STALE_SUFFIX}' "
+                    f"WHERE NOT ends_with(fingerprint, '{STALE_SUFFIX}')")
+
+    def status(self, con: duckdb.DuckDBPyConnection) -> str:
+        """``current``; ``stale`` (built from these definitions, but a load committed data since
+        without rebuilding them: an interrupted collection); ``outdated`` (built from other
+        definitions, or never)."""
+        try:
+            rows = con.execute("SELECT fingerprint FROM model_state").fetchall()
+        except duckdb.CatalogException:  # a warehouse older than the table (read-only: not migrated)
+            return "outdated"
+        found = rows[0][0] if rows else None
+        if found == self.fingerprint():
+            return "current"
+        return "stale" if found == self.fingerprint() + STALE_SUFFIX else "outdated"
+
     def is_current(self, con: duckdb.DuckDBPyConnection) -> bool:
-        """Were the materialized models built from these definitions?"""
-        rows = con.execute("SELECT fingerprint FROM model_state").fetchall()
-        return bool(rows) and rows[0][0] == self.fingerprint()
+        """Were the materialized models built from these definitions and the data there is?"""
+        return self.status(con) == "current"
+
+    def model_tables(self) -> list[str]:
+        """Every table :meth:`refresh` builds."""
+        return [q.name for q in self.build_order()] + [q.default_table for q in self.kept_defaults()]
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    rows = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'",
+                       [table]).fetchall()
+    return bool(rows and rows[0][0])
 
 
 def _error_location(q: Query, exc: duckdb.Error, offset: int = 0) -> str:

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from gpuinsight.errors import BadInput, RuntimeFailure
-from gpuinsight.warehouse.db import Warehouse, memory_capped, without_progress_bar
+from gpuinsight.warehouse.db import Warehouse, connect_memory, memory_capped
 
 # table -> timestamp column that gives the day partition (None: partition by cluster only)
 TABLES: dict[str, str | None] = {
@@ -187,7 +187,7 @@ def open_lake(root: str, *, endpoint_url: str | None = None, region: str | None 
     from pyarrow import fs as pafs
 
     filesystem, base = _lake_filesystem(root, endpoint_url, region)
-    con = without_progress_bar(duckdb.connect())
+    con = connect_memory()
     found = 0
     for table, day_col in TABLES.items():
         where = f"{base}/{table}"

@@ -3,11 +3,15 @@
 Accepts a ``List`` (``{"kind": "List", "items": [...]}`` or a typed ``NodeList``, whose items
 may omit their kind), a bare JSON array, a single object, and multi-document YAML (``---``).
 Syntax errors, bytes that are not UTF-8 and items that are not objects become
-:class:`BadInput` naming the file, line and column (or item).
+:class:`BadInput` naming the file, line and column (or item). YAML is bounded: a document whose
+aliases expand it far past its file, that refers to itself, or too large to parse is refused.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,16 @@ from gpuinsight.errors import BadInput
 from gpuinsight.textfile import decode_utf8
 
 EXTENSIONS = (".json", ".yaml", ".yml")
+# YAML anchors and aliases let a few KB stand for billions of nodes ("billion laughs"): the
+# loaded document shares them, but everything that reads it (the mappers, the JSON columns)
+# expands them. A document may expand to at most ALIAS_EXPANSION times its file, or
+# MIN_ALIAS_BUDGET for small files: hand-written YAML with a few anchors fits, a bomb does not.
+ALIAS_EXPANSION = 2
+MIN_ALIAS_BUDGET = 1 << 20
+# The YAML parser holds ~16x a document's text in memory while it builds it: a 256 MiB document
+# needs ~4 GB. kubectl's JSON of the same objects loads in a fraction of that.
+MAX_YAML_DOCUMENT_BYTES = 256 << 20
+_DOCUMENT_START = re.compile(rb"^---", re.MULTILINE)
 
 try:  # the C loader is ~10x faster on large dumps
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
@@ -38,9 +52,79 @@ def _parse_json(path: Path, data: bytes) -> list[Any]:
         raise BadInput(f"{path}: line {exc.lineno} col {exc.colno}: {exc.msg}") from None
 
 
+def _document_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each YAML document: the text between ``---`` lines. A ``---`` inside a
+    scalar at column 0 splits one in two here, which only makes the pieces smaller."""
+    cuts = [m.start() for m in _DOCUMENT_START.finditer(data)]
+    bounds = sorted({0, *cuts, len(data)})
+    return list(itertools.pairwise(bounds))
+
+
+def _check_document_sizes(path: Path, data: bytes) -> None:
+    for start, end in _document_spans(data):
+        if end - start > MAX_YAML_DOCUMENT_BYTES:
+            line = data.count(b"\n", 0, start) + 1
+            raise BadInput(f"{path}: line {line}: a YAML document of {(end - start) / 2**20:,.0f} MiB is more than "
+                           f"gpuinsight parses as YAML ({MAX_YAML_DOCUMENT_BYTES >> 20} MiB: the parser needs ~16x "
+                           "that in memory); write the dump as JSON (`kubectl get ... -o json`) or split it")
+
+
+def _scalar_size(value: Any) -> int:
+    """About what a scalar takes written as JSON."""
+    if isinstance(value, str | bytes):
+        return len(value) + 2
+    return 24 if isinstance(value, date) else 6
+
+
+def expanded_size(root: Any, limit: int) -> int:
+    """About the size of ``root`` written out with every YAML alias expanded, computed without
+    expanding: a node shared by aliases is measured once and counted each time it is used.
+    Raises ValueError past ``limit`` or when a node contains itself."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        key = id(node)
+        children = list(node.values()) if isinstance(node, dict) else node
+        if children_done:
+            on_path.discard(key)
+            total = 2 + sum(sizes[id(c)] if isinstance(c, dict | list) else _scalar_size(c) for c in children)
+            if isinstance(node, dict):
+                total += sum(_scalar_size(k) + 2 for k in node)
+            if total > limit:
+                raise ValueError(f"expands to more than {limit:,} bytes")
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ValueError("an alias refers to a node that contains it (a cycle)")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if isinstance(c, dict | list) and id(c) not in sizes)
+    return sizes.get(id(root), _scalar_size(root))
+
+
+def _check_aliases(path: Path, data: bytes, docs: list[Any]) -> None:
+    """Refuse documents whose aliases expand past their budget (see ALIAS_EXPANSION)."""
+    if b"*" not in data or b"&" not in data:  # no anchor or no alias: nothing is shared
+        return
+    budget = max(ALIAS_EXPANSION * len(data), MIN_ALIAS_BUDGET)
+    for i, doc in enumerate(docs):
+        try:
+            expanded_size(doc, budget)
+        except ValueError as exc:
+            raise BadInput(f"{path}: document {i + 1}: YAML aliases: {exc} (the budget is {ALIAS_EXPANSION}x the "
+                           f"file or {MIN_ALIAS_BUDGET >> 20} MiB; kubectl never writes aliases)") from None
+
+
 def _parse_yaml(path: Path, data: bytes) -> list[Any]:
+    _check_document_sizes(path, data)
     try:
-        return [doc for doc in yaml.load_all(data, Loader=_Loader) if doc is not None]
+        docs = [doc for doc in yaml.load_all(data, Loader=_Loader) if doc is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1} col {mark.column + 1}: " if mark else ""
@@ -51,6 +135,8 @@ def _parse_yaml(path: Path, data: bytes) -> list[Any]:
         raise BadInput(f"{path}: line {line}: invalid YAML: character 0x{exc.character:02x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    _check_aliases(path, data, docs)
+    return docs
 
 
 def read_objects(path: Path) -> list[dict[str, Any]]:

@@ -177,7 +177,8 @@ def _timeline(obj: dict[str, Any], ctx: MapContext) -> dict[str, Any]:
     for ts in starts + ends:
         ctx.observe(ts)
     phase = get_str(status, "phase")
-    started = min(starts) if starts else get_time(status, "startTime")
+    start_time = get_time(obj, "status", "startTime")  # read (and checked) even where container states say when
+    started = min(starts) if starts else start_time
     ctx.observe(started)
     done = phase in ("Succeeded", "Failed") or (bool(states) and all(s == "terminated" for s in states))
     finished = max(ends) if (done and ends) else None

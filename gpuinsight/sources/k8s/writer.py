@@ -18,12 +18,13 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadReport
+from gpuinsight.sources.k8s.checks import checked_rows
 from gpuinsight.sources.k8s.common import MapContext, MapError, to_json, utcnow
 from gpuinsight.sources.k8s.dumpfile import item_label
 from gpuinsight.sources.k8s.kinds import BY_STEM, KINDS, Kind
 from gpuinsight.sources.k8s.nodes import eks_nodegroup_rows
 from gpuinsight.sources.prices import catalog_gpu_facts
-from gpuinsight.warehouse.db import Warehouse, to_polars
+from gpuinsight.warehouse.db import Warehouse, registered, to_polars
 
 STALE_NOTE_AFTER = timedelta(days=1)
 _DUCK_TO_POLARS: dict[str, pl.DataType] = {
@@ -110,11 +111,8 @@ def coalesce_merge(wh: Warehouse, con: duckdb.DuckDBPyConnection, table: str, fr
         else:
             select.append(f'coalesce(b."{c}", t."{c}") AS "{c}"')
     on = " AND ".join(f't."{k}" = b."{k}"' for k in key)
-    con.register("_gi_new", frame.to_arrow())
-    try:
+    with registered(con, "_gi_new", frame.to_arrow()):
         merged = to_polars(con, f'SELECT {", ".join(select)} FROM _gi_new AS b LEFT JOIN "{table}" AS t ON {on}')
-    finally:
-        con.unregister("_gi_new")
     return wh.merge(table, merged.cast(dict(frame.schema)), key, con=con)
 
 
@@ -153,7 +151,7 @@ def write_objects(
     for kind in KINDS:
         if kind.stem in objects:
             origin, items = objects[kind.stem]
-            rows[kind.stem] = map_objects(kind, items, ctx, origin)
+            rows[kind.stem] = checked_rows(kind, items, map_objects(kind, items, ctx, origin), ctx, origin, report)
     # when the objects were read (a live read, or a dump's --as-of / file time), never the newest
     # timestamp inside them: an object untouched for months is still there when it was read
     observed_at = ctx.observed_at or fallback_time or utcnow()

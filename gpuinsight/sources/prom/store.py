@@ -11,7 +11,7 @@ import duckdb
 import orjson
 import polars as pl
 
-from gpuinsight.warehouse.db import Warehouse
+from gpuinsight.warehouse.db import Warehouse, registered
 
 
 def merge_spans(
@@ -28,12 +28,9 @@ def merge_spans(
         return 0
     wh.columns(table)  # validates the table name before it is quoted below
     keys = frame.select(list(key)).unique()
-    con.register("_gi_keys", keys.to_arrow())
-    try:
+    with registered(con, "_gi_keys", keys.to_arrow()):
         on = " AND ".join(f't."{k}" = k."{k}"' for k in key)
         existing = con.sql(f'SELECT t.* FROM "{table}" t SEMI JOIN _gi_keys k ON {on}').pl()
-    finally:
-        con.unregister("_gi_keys")
     if existing.height == 0:
         return wh.merge(table, frame, key, con=con)
     both = pl.concat(
