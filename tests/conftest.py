@@ -115,3 +115,11 @@ def genai8_frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         load_trace(g.wh, gpus_per_node=8)
         g.refresh()
         return frames_for(g, needed_frames())
+
+
+@pytest.fixture(scope="session")
+def genai8_plan(genai8_frames: dict[str, Any]) -> tuple[list[Any], Any]:
+    """The rules' findings on those frames with the default settings, and the plan's context."""
+    from gpuinsight.rules.engine import evaluate_plan
+
+    return evaluate_plan(genai8_frames)

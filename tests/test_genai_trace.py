@@ -47,9 +47,8 @@ def test_peaks_decide_and_the_saving_is_bounded(trace: tuple[list[Any], dict[str
 
 
 @pytest.fixture(scope="module")
-def eight_per_node(genai8_frames: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    recs, _ = evaluate_plan(genai8_frames)
-    return recs, genai8_frames
+def eight_per_node(genai8_frames: dict[str, Any], genai8_plan: tuple[list[Any], Any]) -> tuple[list[Any], dict[str, Any]]:
+    return genai8_plan[0], genai8_frames
 
 
 def test_eight_gpu_nodes_share_as_much_as_one_gpu_nodes(trace: tuple[list[Any], dict[str, Any]],
