@@ -199,8 +199,8 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
         return u.ru_utime + u.ru_stime
 
     spent = cpu if cpu is not None else {}
-    from gpuinsight.sources.series import SAMPLE_KEY
     from gpuinsight.warehouse.rollup import rebuild_rollups
+    from gpuinsight.warehouse.samples import store_sample_relation, store_sample_rows
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0, "gpu_pod_steps": 0}
     for path in files.samples:
@@ -208,12 +208,11 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
         with g.wh.transaction() as con:
             if mode == "merge":
                 frame = pl.read_parquet(path)
-                rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con,
-                                                  replace_on=SAMPLE_KEY[:4])
+                rows["gpu_samples"] += store_sample_rows(con, frame)
                 span = frame.select("cluster", "ts").unique()
                 del frame
             else:
-                con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+                store_sample_relation(con, "SELECT * FROM read_parquet(?)", [str(path)])
                 span = con.sql("SELECT cluster, min(ts) AS lo, max(ts) AS hi, count(*) AS n FROM read_parquet(?) "
                                "GROUP BY cluster", params=[str(path)]).pl()
                 rows["gpu_samples"] += int(span["n"].sum())
