@@ -171,7 +171,8 @@ class GpuInsight:
         Answers kept by :meth:`reusing_answers` are forgotten."""
         if self._answers is not None:
             self._answers.clear()
-        self.models = IncrementalModels(self.registry, full=full)
+        if self.wh.session is None:  # a session opened inside another joins it: the outer one rebuilds
+            self.models = IncrementalModels(self.registry, full=full)
         with self.wh.writing(self.models) as session:
             yield session
         if session.rebuilt:  # this (outermost) session rebuilt them
