@@ -1,6 +1,8 @@
 -- name: pod_gpu_allocations
 -- grain: one row per pod (uid) that held GPUs on a node in the window
 -- materialize: table
+-- key: cluster, uid
+-- span: start_ts, end_ts
 -- depends: analysis_window, pod_gpu_shares, kueue_pod_queues
 -- description: who held which GPUs, when. gpus is in whole-GPU equivalents, the sum of the pod's
 --   pod_gpu_shares: nvidia.com/gpu counts 1 each (1/replicas on a time-sliced or MPS node); a MIG

@@ -8,6 +8,9 @@ Each file opens with a header of ``-- key: value`` lines::
     -- param: by VARCHAR IN (namespace, queue) = namespace -- a parameter taking only these values
     -- depends: allocation_hourly
     -- materialize: table
+    -- partition: hour
+    -- key: cluster, uid
+    -- span: start_ts, end_ts
     -- description: what it answers; continuation lines start with "--   ".
 
 Parameters are referenced in the body as ``$name`` and always bound, never pasted. A model
@@ -19,6 +22,12 @@ the defaults it is read from there, asked with other values it runs. For the cos
 every rule and the report read (each would otherwise scan the raw samples per command). Errors
 from DuckDB are reported as ``file.sql:LINE`` because the body is run with its header, line for
 line.
+
+A materialized model may say how a refresh rebuilds it after a load (sql/incremental.py):
+``partition: hour`` (its rows belong to clock hours: it takes exactly the parameters
+``hour_from`` and ``hour_to`` and, given them, yields only the rows of the hours in
+``[hour_from, hour_to)``; NULL is unbounded), ``key`` (the columns that name the entity a row is
+about, e.g. a pod) and ``span`` (two timestamp columns: the row holds over ``[start, end)``).
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ _REF = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _LINE = re.compile(r"LINE (\d+):")
 _TYPES = {"TIMESTAMP", "DATE", "VARCHAR", "DOUBLE", "INTEGER", "BOOLEAN", "INTERVAL"}
 STALE_SUFFIX = ":stale"  # model_state.fingerprint of models a later load left behind (invalidate)
+# the parameters of a model partitioned by hour: the hours [hour_from, hour_to) to build
+PARTITION_PARAMS = (("hour_from", "TIMESTAMP", None), ("hour_to", "TIMESTAMP", None))
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,9 @@ class Query:
     text: str
     header_lines: int = field(default=0)
     keep_default: bool = False  # materialize: default (see the module's docstring)
+    partition: str | None = None          # "hour": rebuilt hour by hour (module docstring)
+    key: tuple[str, ...] = ()             # the entity a row is about
+    span: tuple[str, str] | None = None   # [start, end) columns of the row's time span
 
     @property
     def default_table(self) -> str:
@@ -188,11 +202,24 @@ def parse_query_file(path: Path) -> Query:
     if how not in ("", "table", "default"):
         raise RuntimeFailure(f"{path.name}: materialize is 'table' or 'default', not {how!r}")
     materialize = how == "table"
-    if materialize and params:
+    partition = meta.get("partition", "").strip() or None
+    if partition not in (None, "hour"):
+        raise RuntimeFailure(f"{path.name}: partition is 'hour', not {partition!r}")
+    if partition and not materialize:
+        raise RuntimeFailure(f"{path.name}: only a materialized model (materialize: table) is partitioned")
+    if partition and [(p.name, p.type, p.default) for p in params] != [p for p in PARTITION_PARAMS]:
+        raise RuntimeFailure(f"{path.name}: a model partitioned by hour takes exactly the parameters "
+                             "hour_from TIMESTAMP = NULL and hour_to TIMESTAMP = NULL")
+    if materialize and params and not partition:
         raise RuntimeFailure(f"{path.name}: a materialized model cannot take parameters")
+    key = tuple(k.strip() for k in meta.get("key", "").split(",") if k.strip())
+    span = tuple(s.strip() for s in meta.get("span", "").split(",") if s.strip())
+    if span and (len(span) != 2 or not key):
+        raise RuntimeFailure(f"{path.name}: span names two columns (start, end) of a model with a key")
     depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
     return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
-                 materialize, text, header_lines, keep_default=how == "default")
+                 materialize, text, header_lines, keep_default=how == "default", partition=partition, key=key,
+                 span=(span[0], span[1]) if span else None)
 
 
 def _strip_comments(sql: str) -> str:
@@ -274,7 +301,7 @@ class QueryRegistry:
         others are left as they were."""
         built = []
         for q in self.build_order():
-            _execute_ddl(con, q)
+            _execute_ddl(con, q, params=q.bind({}) if q.params else None)
             built.append(q.name)
         for q in self.kept_defaults():
             if keep is not None and q.name not in keep:

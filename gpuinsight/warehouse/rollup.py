@@ -1,44 +1,42 @@
-"""The rollups of ``gpu_samples``, rebuilt for the hours a load touched, inside the load's transaction.
+"""The rollups of the samples, rebuilt for the hours a load touched, inside the load's transaction.
 
-* ``gpu_hourly`` (per GPU or MIG instance, holder pod and hour): the SQL model
-  ``queries/transforms/rollup_gpu_hourly.sql`` (one definition of "hour" and of the
-  step-weighted means for every loader). A sample row stands for ``[ts, ts + step_s)``, so it
-  belongs to ``date_trunc('hour', ts)``.
-* ``gpu_pod_steps`` (per pod and step, what ``workload_input_profile`` reads) and the pod numbers
-  in ``pod_keys``: the table macros ``new_pod_keys`` and ``pod_steps_of`` of migration
-  ``014_pod_steps.sql``.
+* ``gpu_hourly`` (per GPU or MIG instance, holder pod and hour; stored keyed in
+  ``gpu_hourly_facts``): the table macro ``gpu_hourly_of`` of migration ``019_narrow_samples.sql``
+  (one definition of "hour" and of the step-weighted means for every loader). A sample row
+  stands for ``[ts, ts + step_s)``, so it belongs to ``date_trunc('hour', ts)``.
+* ``gpu_pod_steps`` (per pod and step, what ``workload_input_profile`` reads): the table macro
+  ``pod_steps_of`` (migrations 014 and 019).
 
-This module picks the hours, deletes them and re-runs the statements for them. Every loader of
-samples calls :func:`rebuild_rollups` in the transaction that stored them, so a re-collected or
-merged hour is rebuilt from the samples now there and a failed load leaves both as they were.
+This module picks the hours, deletes them and re-runs the macros for them, and notes the hours
+for the next model refresh (``model_pending``). Every loader of samples calls
+:func:`rebuild_rollups` in the transaction that stored them, so a re-collected or merged hour is
+rebuilt from the samples now there and a failed load leaves all three as they were.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from functools import lru_cache
 
 import duckdb
 import polars as pl
 
 from gpuinsight.errors import RuntimeFailure
-from gpuinsight.paths import queries_dir
-from gpuinsight.sql.registry import Query, parse_query_file
+from gpuinsight.warehouse.pending import note_hours
 
-
-@lru_cache(maxsize=1)
-def _transform() -> Query:
-    return parse_query_file(queries_dir() / "transforms" / "rollup_gpu_hourly.sql")
+# the rows of a cluster (every cluster when the parameter is NULL), by GPU or by pod
+_GPUS_OF = "(?::VARCHAR IS NULL OR gpu_key IN (SELECT gpu_key FROM gpu_keys WHERE cluster = ?))"
+_PODS_OF = "(?::VARCHAR IS NULL OR pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))"
 
 
 def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
                     cpu_s: dict[str, float] | None = None) -> dict[str, int]:
     """Recompute ``gpu_hourly`` and ``gpu_pod_steps`` for every hour ``samples`` falls in.
 
-    Returns the rows now in those hours of each. With a ``cluster`` column only those clusters'
-    hours are rebuilt (a sharded collection of one cluster leaves the others' rollups alone);
-    without it, every cluster's. ``cpu_s`` (for benchmarks) accumulates the process CPU seconds
+    ``samples`` needs ``ts`` (only its range is read: the stored samples are rolled up); with
+    a ``cluster`` column only those clusters' hours are rebuilt (a sharded collection of one
+    cluster leaves the others' rollups alone); without it, every cluster's. Returns the rows
+    now in those hours of each. ``cpu_s`` (for benchmarks) accumulates the process CPU seconds
     each rollup took, by table.
     """
     rows = {"gpu_hourly": 0, "gpu_pod_steps": 0}
@@ -49,9 +47,10 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
     clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
                                   else [None])
     spent = cpu_s if cpu_s is not None else {}
+    note_hours(con, bounds[0], bounds[1] + timedelta(hours=1))
     for cluster in clusters:
         c0 = time.process_time()
-        rows["gpu_hourly"] += _rebuild_hourly(con, bounds, cluster)
+        rows["gpu_hourly"] += _rebuild_hourly(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
         c1 = time.process_time()
         rows["gpu_pod_steps"] += _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
         spent["gpu_hourly"] = spent.get("gpu_hourly", 0.0) + c1 - c0
@@ -59,15 +58,15 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
     return rows
 
 
-def _rebuild_hourly(con: duckdb.DuckDBPyConnection, bounds: tuple[datetime, datetime], cluster: str | None) -> int:
-    q = _transform()
-    where, scope = "hour BETWEEN ? AND ? AND (?::VARCHAR IS NULL OR cluster = ?)", [*bounds, cluster, cluster]
-    con.execute(f"DELETE FROM gpu_hourly WHERE {where}", scope)
+def _rebuild_hourly(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime, cluster: str | None) -> int:
+    where, scope = f"hour >= ? AND hour < ? AND {_GPUS_OF}", [ts_from, ts_to, cluster, cluster]
     try:
-        con.execute(q.text, q.bind({"hour_from": bounds[0], "hour_to": bounds[1], "cluster": cluster}))
+        con.execute(f"DELETE FROM gpu_hourly_facts WHERE {where}", scope)
+        con.execute("INSERT INTO gpu_hourly_facts SELECT * FROM gpu_hourly_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
+                    [ts_from, ts_to, cluster])
     except duckdb.Error as exc:
-        raise RuntimeFailure(f"{q.path.name}: {str(exc).splitlines()[0]}") from exc
-    row = con.execute(f"SELECT count(*) FROM gpu_hourly WHERE {where}", scope).fetchone()
+        raise RuntimeFailure(f"019_narrow_samples.sql (gpu_hourly_of): {str(exc).splitlines()[0]}") from exc
+    row = con.execute(f"SELECT count(*) FROM gpu_hourly_facts WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -78,14 +77,12 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
     Every pod-step of the range goes, not only those of pods in the batch: a merge may have
     handed a GPU-step to another pod, leaving the old holder's step with fewer GPUs or none.
     """
-    scope = [ts_from, ts_to, cluster]
-    where = "ts >= ? AND ts < ? AND (?::VARCHAR IS NULL OR pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))"
+    where, scope = f"ts >= ? AND ts < ? AND {_PODS_OF}", [ts_from, ts_to, cluster, cluster]
     try:
-        con.execute(f"DELETE FROM gpu_pod_steps WHERE {where}", [*scope, cluster])
-        con.execute("INSERT INTO pod_keys SELECT * FROM new_pod_keys(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)", scope)
+        con.execute(f"DELETE FROM gpu_pod_steps WHERE {where}", scope)
         con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
-                    scope)
+                    [ts_from, ts_to, cluster])
     except duckdb.Error as exc:
-        raise RuntimeFailure(f"014_pod_steps.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
-    row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", [*scope, cluster]).fetchone()
+        raise RuntimeFailure(f"019_narrow_samples.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
+    row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 import duckdb
 
 from gpuinsight.errors import RuntimeFailure
+from gpuinsight.warehouse.pending import note_everything
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse.db import Warehouse
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 # (what ``rollback`` needs to undo a change), reviewed plans (what ``--apply`` checks a plan file
 # against) and stored plans. Every other table is fleet data.
 KEPT_BY_REBUILD: frozenset[str] = frozenset({
-    "schema_version", "model_state", "mig_profiles", "mig_layouts",
+    "schema_version", "model_state", "model_pending", "mig_profiles", "mig_layouts",
     "energy_rates",  # reference data the user may have set (what a kWh costs and emits per region)
     "applied_actions", "reviewed_plans", "recommendations",
 })
@@ -115,3 +116,4 @@ def clear_tables(wh: Warehouse, tables: Collection[str]) -> None:
         if table not in known:
             raise RuntimeFailure(f"{table}: not a data table a rebuild may clear")
         wh.con.execute(f'DELETE FROM "{table}"')
+    note_everything(wh.con)  # no hour range says what went: the next refresh starts from scratch
