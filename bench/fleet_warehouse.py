@@ -182,7 +182,7 @@ def load_inventory(g: GpuInsight, files: FleetFiles) -> dict[str, int]:
 
 
 def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_batch=None,
-                 cpu: dict[str, float] | None = None) -> dict[str, int]:
+                 cpu: dict[str, float] | None = None, parts: list[Path] | None = None) -> dict[str, int]:
     """Each day's samples in one transaction with the rollups of its hours (as they arrive: gpu_hourly,
     gpu_pod_steps).
 
@@ -190,7 +190,8 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
     warehouse); ``merge`` goes through ``Warehouse.merge`` with the collectors' natural key
     (de-duplicated, idempotent: what ``collect`` does with every batch). ``cpu`` collects the
     process CPU seconds spent storing samples and rolling them up (``rollup``, and per rollup
-    table ``rollup:gpu_hourly`` / ``rollup:gpu_pod_steps``).
+    table ``rollup:gpu_hourly`` / ``rollup:gpu_pod_steps``). ``parts``: only these of the
+    day files (default: all).
     """
     import resource
 
@@ -199,32 +200,33 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
         return u.ru_utime + u.ru_stime
 
     spent = cpu if cpu is not None else {}
-    from gpuinsight.sources.series import SAMPLE_KEY
+    from gpuinsight.warehouse.pending import note_hours
     from gpuinsight.warehouse.rollup import ROLLUPS, rollup_scope
+    from gpuinsight.warehouse.samples import store_sample_relation, store_sample_rows
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0, "gpu_pod_steps": 0}
-    for path in files.samples:
+    for path in files.samples if parts is None else parts:
         c0 = cpu_now()
         with g.wh.transaction() as con:
             if mode == "merge":
                 frame = pl.read_parquet(path)
-                rows["gpu_samples"] += g.wh.merge("gpu_samples", frame, SAMPLE_KEY, con=con,
-                                                  replace_on=SAMPLE_KEY[:4])
+                rows["gpu_samples"] += store_sample_rows(con, frame)
                 span = frame.select("cluster", "ts").unique()
                 del frame
             else:
-                con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+                store_sample_relation(con, "SELECT * FROM read_parquet(?)", [str(path)])
                 span = con.sql("SELECT cluster, min(ts) AS lo, max(ts) AS hi, count(*) AS n FROM read_parquet(?) "
                                "GROUP BY cluster", params=[str(path)]).pl()
                 rows["gpu_samples"] += int(span["n"].sum())
                 span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
             c1 = cpu_now()
             if span.height:  # what rebuild_rollups does, each rollup timed
-                bounds, clusters = rollup_scope(span)
+                (ts_from, ts_to), clusters = rollup_scope(span)
+                note_hours(con, ts_from, ts_to)
                 for cluster in clusters:
                     for table, rebuild in ROLLUPS:
                         c = cpu_now()
-                        rows[table] += rebuild(con, bounds, cluster)
+                        rows[table] += rebuild(con, ts_from, ts_to, cluster)
                         spent[f"rollup:{table}"] = spent.get(f"rollup:{table}", 0.0) + cpu_now() - c
             c2 = cpu_now()
         # storing = inserting + committing (the commit writes the data); the rollup is the rest

@@ -32,6 +32,7 @@ from gpuinsight.errors import BadInput
 from gpuinsight.plan import Plan
 from gpuinsight.sources.base import ContractGuard, LoadReport, Source
 from gpuinsight.sql import QueryRegistry, load_registry
+from gpuinsight.sql.incremental import IncrementalModels
 from gpuinsight.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class GpuInsight:
         if not create and not Path(config.db_path).exists():
             raise BadInput(f"no warehouse at {config.db_path} (run gpuinsight demo or collect first)")
         self.registry: QueryRegistry = load_registry()
+        self.models = IncrementalModels(self.registry)  # the last write session's model rebuild
         self._answers: dict[str, pl.DataFrame] | None = None  # see reusing_answers()
         self.wh = self._open(read_only)
         status = self._status()
@@ -121,7 +123,7 @@ class GpuInsight:
             return self._status()
         try:
             if self.registry.status(writer.con) != "current":  # another process may have done it
-                with writer.writing(self.registry):
+                with writer.writing(IncrementalModels(self.registry)):
                     pass
         finally:
             writer.close()
@@ -189,21 +191,24 @@ class GpuInsight:
         """Nothing collected yet: no node of any cluster (every fleet source loads nodes)."""
         return self.wh.count("nodes") == 0
 
-    def refresh(self) -> list[str]:
-        """Rebuild the materialized models from the loaded data, atomically (a write session that
-        loads nothing)."""
-        with self.writing() as session:
+    def refresh(self, *, full: bool = False) -> list[str]:
+        """Bring the materialized models up to date with the loaded data, atomically (a write
+        session that loads nothing): only what loads changed since the last refresh
+        (:mod:`gpuinsight.sql.incremental`), or everything from scratch with ``full``."""
+        with self.writing(full=full) as session:
             pass
         return session.rebuilt
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[WriteSession]:
-        """The one write path: what the block loads, the model rebuild, one commit, a checkpoint
-        (:mod:`gpuinsight.warehouse.writes`). Answers kept by :meth:`reusing_answers` are
-        forgotten."""
+    def writing(self, *, full: bool = False) -> Iterator[WriteSession]:
+        """The one write path: what the block loads, the model rebuild (of what the block changed;
+        everything with ``full``), one commit, a checkpoint (:mod:`gpuinsight.warehouse.writes`).
+        Answers kept by :meth:`reusing_answers` are forgotten."""
         if self._answers is not None:
             self._answers.clear()
-        with self.wh.writing(self.registry) as session:
+        if self.wh.session is None:  # a session opened inside another joins it: the outer one rebuilds
+            self.models = IncrementalModels(self.registry, full=full)
+        with self.wh.writing(self.models) as session:
             yield session
         if session.rebuilt:  # this (outermost) session rebuilt them
             self._stale = None

@@ -79,7 +79,8 @@ def _check_replaceable(gi: GpuInsight, tables: list[str], replace: bool) -> None
     state = gi.wh.sql("SELECT details FROM ingest_state WHERE source = ?", [DEMO_SOURCE])
     if state.height and json.loads(state.item() or "{}").get("rows") == rows:
         return
-    held = ", ".join(f"{rows[t]:,} {t}" for t in ("nodes", "pods", "gpu_samples") if rows.get(t)) or "rows"
+    named = {"nodes": "nodes", "pods": "pods", "gpu_sample_facts": "GPU samples"}
+    held = ", ".join(f"{rows[t]:,} {what}" for t, what in named.items() if rows.get(t)) or "rows"
     raise BadInput(f"{gi.config.db_path} holds data a demo did not load ({held}): the demo rebuilds a warehouse from "
                    "the sample fleet and would replace it; give another --db (the demo's default is OUT/demo.duckdb), "
                    "or --replace to replace it (applied actions and reviewed plans are kept)")

@@ -1,6 +1,9 @@
 -- name: allocation_hourly
 -- grain: one row per pod (uid) per clock hour it held GPUs
+-- param: hour_from TIMESTAMP = NULL -- the first hour to build (a refresh rebuilds the hours a load touched)
+-- param: hour_to TIMESTAMP = NULL -- the hour after the last to build
 -- materialize: table
+-- partition: hour
 -- depends: pod_gpu_allocations, node_hours, pod_gpu_shares
 -- columns: cluster, hour, uid, namespace, pod, workload_kind, workload, node, node_pool, capacity_type,
 --   instance_type, zone, gpu_model, queue, cluster_queue, podgroup, vcjob, team, alloc_kind, fractional,
@@ -13,9 +16,12 @@
 --   scaled down to it (gpu_hours; gpus stays the pod's own share). gr_active_avg is NULL when no
 --   DCGM series was attributed to the pod (flagged as unmeasured downstream, never dropped).
 WITH a AS (
-    SELECT pa.*, unnest(generate_series(date_trunc('hour', pa.start_ts), pa.end_ts - INTERVAL 1 MICROSECOND,
-                                        INTERVAL 1 HOUR)) AS hour
+    SELECT pa.*,
+           unnest(generate_series(greatest(date_trunc('hour', pa.start_ts), coalesce($hour_from, date_trunc('hour', pa.start_ts))),
+                                  least(pa.end_ts, coalesce($hour_to, pa.end_ts)) - INTERVAL 1 MICROSECOND,
+                                  INTERVAL 1 HOUR)) AS hour
     FROM pod_gpu_allocations pa
+    WHERE pa.end_ts > coalesce($hour_from, '-infinity'::TIMESTAMP) AND pa.start_ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
 ),
 x AS (
     SELECT a.*, epoch(least(a.end_ts, a.hour + INTERVAL 1 HOUR) - greatest(a.start_ts, a.hour)) AS covered_s
@@ -49,18 +55,24 @@ cut AS (
     GROUP BY ALL
 ),
 u AS (
-    SELECT cluster, hour, namespace, pod,
-           sum(gr_active_avg * covered_s) / nullif(sum(covered_s), 0) AS gr_active_avg,
-           max(gr_active_max) AS gr_active_max,
-           sum(sm_active_avg * covered_s) / nullif(sum(covered_s), 0) AS sm_active_avg,
-           max(sm_active_max) AS sm_active_max,
-           max(fb_used_max_mib) AS fb_used_max_mib,
-           -- gpu_hourly's natural key (cluster, hour, gpu_uuid, mig_instance, namespace, pod; its only
-           -- writer is the rollup, which groups by it) makes each row a distinct GPU of the pod-hour
-           count(*) AS gpus_seen
-    FROM gpu_hourly
-    WHERE pod <> ''
-    GROUP BY cluster, hour, namespace, pod
+    -- per pod key and hour (integers), then named
+    SELECT k.cluster, u.hour, k.namespace, k.pod, u.* EXCLUDE (pod_key, hour)
+    FROM (
+        SELECT pod_key, hour,
+               sum(gr_active_avg * covered_s) / nullif(sum(covered_s), 0) AS gr_active_avg,
+               max(gr_active_max) AS gr_active_max,
+               sum(sm_active_avg * covered_s) / nullif(sum(covered_s), 0) AS sm_active_avg,
+               max(sm_active_max) AS sm_active_max,
+               max(fb_used_max_mib) AS fb_used_max_mib,
+               -- the rollup's natural key (gpu_key, hour, pod_key; its only writer, gpu_hourly_of,
+               -- groups by it) makes each row a distinct GPU of the pod-hour
+               count(*) AS gpus_seen
+        FROM gpu_hourly_facts
+        WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+        GROUP BY pod_key, hour
+    ) u
+    JOIN pod_keys k USING (pod_key)
+    WHERE k.pod <> ''
 )
 SELECT
     x.cluster, x.hour, x.uid, x.namespace, x.pod, x.workload_kind, x.workload, x.node, x.node_pool,

@@ -9,9 +9,13 @@
 --   the catalog from here, so clusters with different spans (or an imported trace years
 --   older) never stretch each other's node-hours.
 WITH s AS (
-    SELECT cluster, min(ts) AS t0, max(ts + to_seconds(step_s)) AS t1, max(step_s) AS step_s
-    FROM gpu_samples
-    GROUP BY cluster
+    -- per GPU first (an integer key), then per cluster
+    SELECT g.cluster, min(f.t0) AS t0, max(f.t1) AS t1, max(f.step_s) AS step_s
+    FROM (SELECT gpu_key, min(ts) AS t0, max(ts + to_seconds(step_s)) AS t1, max(step_s) AS step_s
+          FROM gpu_sample_facts
+          GROUP BY gpu_key) f
+    JOIN gpu_keys g USING (gpu_key)
+    GROUP BY g.cluster
 ),
 p AS (
     SELECT cluster, min(coalesce(started, scheduled, created)) AS t0, max(coalesce(finished, last_seen)) AS t1

@@ -21,7 +21,8 @@ nh AS (SELECT * FROM node_hours WHERE hour >= coalesce($since, '-infinity'::TIME
 um AS (
     SELECT u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, max(h.covered_s) / 3600.0 AS gpu_hours
     FROM unmatched_gpus u
-    JOIN gpu_hourly h ON h.cluster = u.cluster AND h.gpu_uuid = u.gpu_uuid
+    JOIN gpu_keys g ON g.cluster = u.cluster AND g.gpu_uuid = u.gpu_uuid
+    JOIN gpu_hourly_facts h USING (gpu_key)
     WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
       AND ($cluster IS NULL OR u.cluster = $cluster)
     GROUP BY u.cluster, u.gpu_uuid, u.usd_per_gpu_hour, h.hour

@@ -8,15 +8,22 @@
 --   instances weighted by their compute slices / 7) and GPUs allocated that hour, for the fleet
 --   utilization heatmap.
 WITH u AS (
-    SELECT cluster, node, hour,
-           sum(gr_active_avg * wt) / nullif(sum(wt), 0) AS gr_active_avg
+    -- by node key and hour first, then named
+    SELECT n.cluster, n.node, u.hour, u.gr_active_avg
     FROM (
-        SELECT *, CASE WHEN mig_instance < 0 THEN 1.0
-                       ELSE coalesce(try_cast(regexp_extract(mig_profile, '^(\d+)g', 1) AS INTEGER), 1) / 7.0 END AS wt
-        FROM gpu_hourly
-        WHERE hour >= coalesce($since, '-infinity'::TIMESTAMP) AND hour < coalesce($until, 'infinity'::TIMESTAMP)
-    )
-    GROUP BY cluster, node, hour
+        SELECT node_key, hour, sum(gr_active_avg * wt) / nullif(sum(wt), 0) AS gr_active_avg
+        FROM (
+            SELECT h.node_key, h.hour, h.gr_active_avg,
+                   CASE WHEN g.mig_instance < 0 THEN 1.0
+                        ELSE coalesce(try_cast(regexp_extract(l.mig_profile, '^(\d+)g', 1) AS INTEGER), 1) / 7.0 END AS wt
+            FROM gpu_hourly_facts h
+            JOIN gpu_keys g USING (gpu_key)
+            JOIN sample_labels l USING (label_key)
+            WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
+        )
+        GROUP BY node_key, hour
+    ) u
+    JOIN node_keys n USING (node_key)
 ),
 a AS (
     SELECT cluster, node, hour, sum(gpu_hours) AS allocated_gpus

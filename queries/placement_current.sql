@@ -28,11 +28,15 @@ sizes AS (
     GROUP BY ALL
 ),
 idx AS (
-    SELECT s.cluster, s.node, s.namespace, s.pod, list(DISTINCT s.gpu_index ORDER BY s.gpu_index) AS gpu_indices
-    FROM gpu_samples s
-    JOIN analysis_window w ON w.cluster = s.cluster
+    SELECT g.cluster, n.node, p.namespace, p.pod, list(DISTINCT l.gpu_index ORDER BY l.gpu_index) AS gpu_indices
+    FROM gpu_sample_facts s
+    JOIN gpu_keys g USING (gpu_key)
+    JOIN pod_keys p USING (pod_key)
+    JOIN node_keys n USING (node_key)
+    JOIN sample_labels l USING (label_key)
+    JOIN analysis_window w ON w.cluster = g.cluster
     WHERE s.ts >= w.window_end - to_seconds(3 * w.step_s)
-      AND s.pod <> '' AND s.mig_instance < 0 AND s.gpu_index IS NOT NULL
+      AND p.pod <> '' AND g.mig_instance < 0 AND l.gpu_index IS NOT NULL
     GROUP BY ALL
 )
 SELECT

@@ -1,6 +1,8 @@
 -- name: pod_gpu_allocations
 -- grain: one row per pod (uid) that held GPUs on a node in the window
 -- materialize: table
+-- key: cluster, uid
+-- span: start_ts, end_ts
 -- depends: analysis_window, pod_gpu_shares, kueue_pod_queues
 -- columns: cluster, uid, namespace, pod, workload_kind, workload, node, node_pool, capacity_type,
 --   instance_type, zone, gpu_model, queue, cluster_queue, podgroup, vcjob, priority_class, phase,
@@ -20,7 +22,7 @@
 --   cluster_queue is the Kueue ClusterQueue the pod was admitted to (kueue_pod_queues).
 WITH w AS (SELECT * FROM analysis_window),
 s AS (
-    SELECT cluster, uid, sum(gpus) AS gpus, arg_max(kind, gpus) AS alloc_kind,
+    SELECT cluster, uid, sum(gpus) AS gpus, arg_max(kind, {'gpus': gpus, 'kind': kind}) AS alloc_kind,  -- a tie by its name: the same every run
            bool_or(kind IN ('timeslice', 'mps', 'vgpu', 'kai') OR (kind = 'dra' AND share < 1)) AS fractional,
            string_agg(DISTINCT basis, '; ' ORDER BY basis) AS share_basis
     FROM pod_gpu_shares

@@ -29,9 +29,10 @@ u AS (
 ),
 -- one figure per physical GPU and hour (MIG instances and pods sharing a GPU repeat it)
 hours AS (
-    SELECT h.cluster, h.gpu_uuid, h.hour, max(h.covered_s) AS covered_s
-    FROM gpu_hourly h
-    JOIN u ON u.cluster = h.cluster AND u.gpu_uuid = h.gpu_uuid
+    SELECT g.cluster, g.gpu_uuid, h.hour, max(h.covered_s) AS covered_s
+    FROM u
+    JOIN gpu_keys g ON g.cluster = u.cluster AND g.gpu_uuid = u.gpu_uuid
+    JOIN gpu_hourly_facts h USING (gpu_key)
     GROUP BY ALL
 ),
 per_gpu AS (

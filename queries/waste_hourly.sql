@@ -1,7 +1,10 @@
 -- name: waste_hourly
 -- grain: one row per node per clock hour per holder (namespace, workload) per cost bucket
 --   (queue: the Volcano queue; cluster_queue: the Kueue ClusterQueue)
+-- param: hour_from TIMESTAMP = NULL -- the first hour to build (a refresh rebuilds the hours a load touched)
+-- param: hour_to TIMESTAMP = NULL -- the hour after the last to build
 -- materialize: table
+-- partition: hour
 -- depends: allocation_hourly, node_hours
 -- columns: cluster, hour, node, node_pool, capacity_type, gpu_model, namespace, workload_kind, workload,
 --   queue, cluster_queue, team, bucket, gpu_hours, usd, price_missing
@@ -11,15 +14,20 @@
 --   'idle' when its GPUs' GR engine activity averaged under 5 % that hour, else split into
 --   'used' (x activity) and 'underused' (x 1 - activity); 'unmeasured' when no DCGM series
 --   was attributed to the pod. Buckets of a node-hour add up to its cost_usd exactly.
-WITH tot AS (
+WITH ah AS (
+    SELECT * FROM allocation_hourly
+    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+),
+tot AS (
     SELECT cluster, node, hour, sum(gpu_hours) AS alloc_gh
-    FROM allocation_hourly
+    FROM ah
     GROUP BY cluster, node, hour
 ),
 cap AS (
     SELECT nh.*, coalesce(t.alloc_gh, 0) AS alloc_gh, greatest(nh.gpu_hours, coalesce(t.alloc_gh, 0)) AS denom
     FROM node_hours nh
     LEFT JOIN tot t ON t.cluster = nh.cluster AND t.node = nh.node AND t.hour = nh.hour
+    WHERE nh.hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND nh.hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
 ),
 held AS (
     SELECT
@@ -30,7 +38,7 @@ held AS (
         coalesce(a.gpu_hours * c.gpu_hours / nullif(c.denom, 0), a.gpu_hours) AS gh,
         c.cost_usd * a.gpu_hours / nullif(c.denom, 0) AS usd,
         coalesce(c.price_missing, true) AS price_missing
-    FROM allocation_hourly a
+    FROM ah a
     LEFT JOIN cap c ON c.cluster = a.cluster AND c.node = a.node AND c.hour = a.hour
 ),
 rows AS (

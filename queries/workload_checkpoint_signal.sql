@@ -15,7 +15,9 @@
 --   the intervals), the step the bursts were seen at (at most half the interval to resolve
 --   it), and how many of its GPUs showed events.
 WITH names AS (
-    SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
+    -- a pod name reused by another workload: the newest pod's
+    SELECT cluster, namespace, pod, arg_max(workload_kind, (start_ts, uid)) AS workload_kind,
+           arg_max(workload, (start_ts, uid)) AS workload
     FROM pod_gpu_allocations
     GROUP BY cluster, namespace, pod
 ),

@@ -32,18 +32,18 @@ WITH a AS (
 alloc AS (
     SELECT
         cluster, namespace, workload_kind, workload,
-        any_value(queue) FILTER (WHERE queue IS NOT NULL) AS queue,
-        any_value(vcjob) FILTER (WHERE vcjob IS NOT NULL) AS vcjob,
-        any_value(podgroup) FILTER (WHERE podgroup IS NOT NULL) AS podgroup,
-        mode(gpu_model) AS gpu_model,
-        mode(node_pool) AS node_pool,
-        mode(capacity_type) AS capacity_type,
-        mode(instance_type) AS instance_type,
-        mode(zone) AS zone,
+        min(queue) AS queue,
+        min(vcjob) AS vcjob,
+        min(podgroup) AS podgroup,
+        mode(gpu_model ORDER BY gpu_model) AS gpu_model,
+        mode(node_pool ORDER BY node_pool) AS node_pool,
+        mode(capacity_type ORDER BY capacity_type) AS capacity_type,
+        mode(instance_type ORDER BY instance_type) AS instance_type,
+        mode(zone ORDER BY zone) AS zone,
         count(DISTINCT uid) AS pods,
         max(gpus) AS gpus_per_pod,
         max(gpu_request) AS gpu_request_per_pod,
-        any_value(mig_profile) FILTER (WHERE mig_profile IS NOT NULL) AS mig_profile,
+        min(mig_profile) AS mig_profile,
         sum(gpu_hours) AS gpu_hours,
         sum(list_usd) AS cost_usd,
         sum(list_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour,
@@ -62,15 +62,17 @@ by_node AS (
     GROUP BY ALL
 ),
 names AS (
-    SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
+    -- a pod name reused by another workload: the newest pod's
+    SELECT cluster, namespace, pod, arg_max(workload_kind, (start_ts, uid)) AS workload_kind,
+           arg_max(workload, (start_ts, uid)) AS workload
     FROM pod_gpu_allocations
     WHERE ($namespace IS NULL OR namespace = $namespace)
     GROUP BY cluster, namespace, pod
 ),
 meta AS (
     -- what the production classifier reads: the newest pod's labels and annotations
-    SELECT cluster, namespace, workload_kind, workload, mode(priority_class) AS priority_class,
-           arg_max(labels, start_ts) AS labels, arg_max(annotations, start_ts) AS annotations
+    SELECT cluster, namespace, workload_kind, workload, mode(priority_class ORDER BY priority_class) AS priority_class,
+           arg_max(labels, (start_ts, uid)) AS labels, arg_max(annotations, (start_ts, uid)) AS annotations
     FROM pod_gpu_allocations
     WHERE ($namespace IS NULL OR namespace = $namespace)
     GROUP BY ALL
@@ -79,9 +81,10 @@ windowed AS NOT MATERIALIZED (
     -- the window's samples, read twice by the two aggregates below and not stored
     SELECT n.cluster, n.namespace, n.workload_kind, n.workload, g.gr_active, g.gr_active_max, g.sm_active,
            g.sm_active_max, g.fb_used_mib, g.fb_used_max_mib, g.fb_free_mib, g.step_s
-    FROM gpu_samples g
-    JOIN names n ON n.cluster = g.cluster AND n.namespace = g.namespace AND n.pod = g.pod
-    WHERE NOT ($since IS NULL AND $until IS NULL) AND g.pod <> ''
+    FROM gpu_sample_facts g
+    JOIN pod_keys k USING (pod_key)
+    JOIN names n ON n.cluster = k.cluster AND n.namespace = k.namespace AND n.pod = k.pod
+    WHERE NOT ($since IS NULL AND $until IS NULL)
       AND g.ts >= coalesce($since, '-infinity'::TIMESTAMP) AND g.ts < coalesce($until, 'infinity'::TIMESTAMP)
 ),
 st AS (
@@ -105,8 +108,9 @@ hod_day AS (
     -- the hour-of-day profile from the hourly rollup (time-weighted), not from raw samples
     SELECT n.cluster, n.namespace, n.workload_kind, n.workload, hour(h.hour) AS hod, date_trunc('day', h.hour) AS day,
            sum(h.gr_active_avg * h.covered_s) AS gs, sum(h.covered_s) AS cs
-    FROM gpu_hourly h
-    JOIN names n ON n.cluster = h.cluster AND n.namespace = h.namespace AND n.pod = h.pod
+    FROM gpu_hourly_facts h
+    JOIN pod_keys k USING (pod_key)
+    JOIN names n ON n.cluster = k.cluster AND n.namespace = k.namespace AND n.pod = k.pod
     WHERE h.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND h.hour < coalesce($until, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
@@ -121,7 +125,8 @@ hod AS (
 diurnal AS (
     SELECT cluster, namespace, workload_kind, workload,
            (max(g) - min(g)) / nullif(avg(g), 0) AS diurnal_swing,
-           arg_max(hod, g) AS peak_hour_utc,
+           -- ties (an idle workload's hours all 0) go to the earliest hour: the same answer every run
+           arg_max(hod, CASE WHEN g IS NOT NULL THEN [g, -hod] END) AS peak_hour_utc,
            coalesce(list(hod ORDER BY hod) FILTER (WHERE days_active >= 2 AND days_active >= 0.5 * days_seen),
                     []::INTEGER[]) AS recurring_hours_utc,
            coalesce(sum(days_active) FILTER (WHERE NOT (days_active >= 2 AND days_active >= 0.5 * days_seen)), 0)

@@ -32,7 +32,9 @@
 --   union of the runs' k ranges; other workloads take the general path (a new run where the
 --   state changes or the previous step is more than a step away; distinct timestamps counted).
 WITH names AS (
-    SELECT cluster, namespace, pod, any_value(workload_kind) AS workload_kind, any_value(workload) AS workload
+    -- a pod name reused by another workload: the newest pod's
+    SELECT cluster, namespace, pod, arg_max(workload_kind, (start_ts, uid)) AS workload_kind,
+           arg_max(workload, (start_ts, uid)) AS workload
     FROM pod_gpu_allocations
     GROUP BY cluster, namespace, pod
 ),

@@ -10,6 +10,7 @@ import polars as pl
 
 from gpuinsight.warehouse import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import store_sample_rows
 
 T0 = datetime(2026, 11, 1, 0, 0, 0)
 STEP = 300
@@ -104,8 +105,7 @@ class MiniFleet:
             if self.pods:
                 wh.merge("pods", pl.DataFrame(self.pods), ["cluster", "uid"], con=con)
             if self.samples:
-                wh.merge("gpu_samples", pl.DataFrame(self.samples),
-                         ["cluster", "gpu_uuid", "mig_instance", "ts"], con=con)
+                store_sample_rows(con, pl.DataFrame(self.samples))
             if self.prices:
                 wh.merge("prices", pl.DataFrame(self.prices), ["catalog", "instance_type", "gpu_model"], con=con)
             if self.queues:

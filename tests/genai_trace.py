@@ -25,6 +25,7 @@ import polars as pl
 
 from gpuinsight.warehouse import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import store_sample_rows
 
 TRACE = Path(__file__).resolve().parent / "fixtures" / "traces" / "alibaba-v2026-genai-serving"
 MEMORY_MIB = 81559.0
@@ -111,9 +112,7 @@ def load_trace(wh: Warehouse, *, gpus_per_node: int = 1, step_s: int = 300, prod
         wh.merge("nodes", nodes, ["cluster", "node"], con=con)
         wh.merge("pods", pod_rows, ["cluster", "uid"], con=con)
         wh.merge("prices", prices, ["catalog", "instance_type", "gpu_model"], con=con)
-        con.register("_samples", samples.to_arrow())
-        con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM _samples")
-        con.unregister("_samples")
+        store_sample_rows(con, samples, replace=False)
         rebuild_rollups(con, samples.select("ts"))
     return {"pods": pods.height, "nodes": nodes.height, "samples": samples.height}
 

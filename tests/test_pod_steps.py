@@ -22,6 +22,7 @@ from gpuinsight.sources.series import SAMPLE_KEY
 from gpuinsight.warehouse import Warehouse, migrate
 from gpuinsight.warehouse.db import to_polars
 from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import store_sample_rows
 from tests.fleet_tables import T0, MiniFleet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +145,7 @@ def random_fleet(seed: int) -> tuple[list[MiniFleet], pl.DataFrame, pl.DataFrame
 def load_samples(g: gi.GpuInsight, batch: pl.DataFrame) -> None:
     """What a collector does with a batch: merge by the natural key, roll its hours up, one transaction."""
     with g.wh.transaction() as con:
-        g.wh.merge("gpu_samples", batch, SAMPLE_KEY, con=con, replace_on=SAMPLE_KEY[:4])
+        store_sample_rows(con, batch)
         rebuild_rollups(con, batch)
 
 
@@ -212,7 +213,7 @@ def test_pod_steps_after_reloads_merges_and_a_failed_load_equal_a_build_from_scr
         after, keys = stored_pod_steps(g), g.sql("SELECT * FROM pod_keys ORDER BY pod_key").rows()
         late = samples.filter(pl.col("ts") >= T0 + timedelta(hours=3)).with_columns(pod=pl.lit("ghost"))
         with pytest.raises(RuntimeError, match="interrupted"), g.wh.transaction() as con:
-            g.wh.merge("gpu_samples", late, SAMPLE_KEY, con=con, replace_on=SAMPLE_KEY[:4])
+            store_sample_rows(con, late)
             rebuild_rollups(con, late)
             raise RuntimeError("interrupted")
         assert stored_pod_steps(g) == after == expected_pod_steps(g)

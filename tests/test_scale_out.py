@@ -206,7 +206,8 @@ def test_rollup_of_one_cluster_leaves_the_others_alone(tmp_path: Path) -> None:
         before = wh.sql("SELECT * FROM gpu_hourly WHERE cluster = 'west' ORDER BY hour")
         assert before.height == 2
         # west's samples change under a stale rollup; a rebuild for east's batch must not touch west
-        wh.con.execute("UPDATE gpu_samples SET gr_active = 0 WHERE cluster = 'west'")
+        wh.con.execute("UPDATE gpu_sample_facts SET gr_active = 0 "
+                       "WHERE gpu_key IN (SELECT gpu_key FROM gpu_keys WHERE cluster = 'west')")
         with wh.transaction() as con:
             n = rebuild_rollups(con, pl.DataFrame({"cluster": ["east"], "ts": [T0]}))["gpu_hourly"]
         assert n == 1

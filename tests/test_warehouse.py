@@ -162,15 +162,17 @@ def _samples(day: int, pods: dict[str, list[str]]) -> pl.DataFrame:
 
 
 def test_merge_bounded_by_the_batch_time_range_keeps_merge_semantics(tmp_path: Path) -> None:
-    """merge's DELETE is bounded by the batch's time span (so older row groups are skipped): the
-    result is still the upsert by key, replace_on still replaces whole groups, a re-run is a
-    no-op, and rows of other days with the same non-time key are untouched."""
+    """Storing samples (and merge) deletes within the batch's time span (so older row groups
+    are skipped): the result is still the upsert by key, whole GPU steps are replaced, a re-run
+    is a no-op, and rows of other days with the same non-time key are untouched."""
     from gpuinsight.sources.series import SAMPLE_KEY
+    from gpuinsight.warehouse.samples import store_sample_rows
 
     wh = Warehouse(tmp_path / "w.duckdb")
 
     def merge(frame: pl.DataFrame) -> None:
-        wh.merge("gpu_samples", frame, SAMPLE_KEY, replace_on=SAMPLE_KEY[:4])
+        with wh.transaction() as con:
+            store_sample_rows(con, frame)
 
     def stored() -> list[tuple]:
         return wh.con.execute("SELECT ts, gpu_uuid, pod, gr_active FROM gpu_samples ORDER BY ALL").fetchall()

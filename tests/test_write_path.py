@@ -163,7 +163,7 @@ def test_demo_on_a_nearly_full_disk_reports_success_only_for_a_whole_warehouse(b
         db = run.after / "d" / "demo.duckdb"
         counts = {t: n for t, n in state(db)[0].items() if t not in ("recommendations", "plans")} if db.exists() else {}
         whole = counts == complete
-        empty = not any(counts.get(t) for t in ("nodes", "pods", "gpu_samples", "prices", "events"))
+        empty = not any(counts.get(t) for t in ("nodes", "pods", "gpu_sample_facts", "prices", "events"))
         if run.returncode == 0:
             assert whole and "recommendations" in run.stdout and (run.after / "d" / "report.html").exists()
         else:
@@ -311,8 +311,8 @@ def test_demo_replacing_a_warehouse_keeps_applied_actions_and_reviews_and_says_s
             "`gpuinsight rollback PLAN_ID` undoes them) and 1 reviewed plan(s)") in res.stdout
     counts = state(db)[0]
     assert counts["applied_actions"] == 2 and counts["reviewed_plans"] == 1
-    assert {t: counts[t] for t in ("nodes", "pods", "gpu_samples")} == {t: state(base)[0][t] for t in
-                                                                        ("nodes", "pods", "gpu_samples")}
+    assert {t: counts[t] for t in ("nodes", "pods", "gpu_sample_facts")} == {t: state(base)[0][t] for t in
+                                                                        ("nodes", "pods", "gpu_sample_facts")}
     with Warehouse(db, read_only=True) as wh:  # what a later demo compares to replace it without --replace
         recorded = json.loads(wh.sql("SELECT details FROM ingest_state WHERE source = 'demo'").item())["rows"]
     assert recorded == {t: n for t, n in counts.items() if t in recorded} and recorded["pods"] == counts["pods"]

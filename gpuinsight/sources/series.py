@@ -63,6 +63,7 @@ from gpuinsight.sources.serving import KEY as SERVING_KEY
 from gpuinsight.sources.serving import is_serving, serving_config, serving_samples
 from gpuinsight.warehouse.db import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import NATURAL_KEY, store_sample_rows
 
 __all__ = [
     "DCGM_METRICS",
@@ -89,7 +90,7 @@ _VALUE_COLUMNS = ("gr_active", "gr_active_max", "sm_active", "sm_active_max", "g
                   "gr_active_min", "pcie_rx_bps", "pcie_tx_bps", "pcie_tx_max_bps", "nvlink_rx_bps")
 # natural key of gpu_samples: a GPU (or MIG instance) step per holder pod; loads replace whole
 # GPU steps (the first four columns)
-SAMPLE_KEY = ["cluster", "gpu_uuid", "mig_instance", "ts", "namespace", "pod"]
+SAMPLE_KEY = list(NATURAL_KEY)
 SAMPLE_COLUMNS: dict[str, pl.DataType] = {
     "cluster": pl.Utf8(), "ts": TS, "gpu_uuid": pl.Utf8(), "mig_instance": pl.Int32(),
     "mig_profile": pl.Utf8(), "node": pl.Utf8(), "gpu_index": pl.Int32(), "model_name": pl.Utf8(),
@@ -568,7 +569,7 @@ def _load_one(
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
     rows: dict[str, int] = {}
     with wh.transaction() as con:
-        rows["gpu_samples"] = wh.merge("gpu_samples", samples, SAMPLE_KEY, con=con, replace_on=SAMPLE_KEY[:4])
+        rows["gpu_samples"] = store_sample_rows(con, samples)
         rows["gpus"] = merge_spans(wh, con, "gpus", gpus, ["cluster", "gpu_uuid"])
         rows["pods"] = merge_spans(wh, con, "pods", pods, ["cluster", "uid"])
         rows["nodes"] = merge_spans(wh, con, "nodes", nodes, ["cluster", "node"])

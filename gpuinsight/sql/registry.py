@@ -9,6 +9,9 @@ Each file opens with a header of ``-- key: value`` lines::
     -- depends: allocation_hourly
     -- materialize: table
     -- columns: cluster, node, gpu, hour, gr_active_mean, ...
+    -- partition: hour
+    -- key: cluster, uid
+    -- span: start_ts, end_ts
     -- description: what it answers; continuation lines start with "--   ".
 
 Parameters are referenced in the body as ``$name`` and always bound, never pasted. A model
@@ -22,6 +25,12 @@ from DuckDB are reported as ``file.sql:LINE`` because the body is run with its h
 line. ``columns`` lists what the model returns, in order: every answer is checked against it
 (a model that returns other columns is a bug, reported at its ``columns`` line), so the readers
 of a model (rules, reports) can rely on its header.
+
+A materialized model may say how a refresh rebuilds it after a load (sql/incremental.py):
+``partition: hour`` (its rows belong to clock hours: it takes exactly the parameters
+``hour_from`` and ``hour_to`` and, given them, yields only the rows of the hours in
+``[hour_from, hour_to)``; NULL is unbounded), ``key`` (the columns that name the entity a row is
+about, e.g. a pod) and ``span`` (two timestamp columns: the row holds over ``[start, end)``).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ _REF = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _LINE = re.compile(r"LINE (\d+):")
 _TYPES = {"TIMESTAMP", "DATE", "VARCHAR", "DOUBLE", "INTEGER", "BOOLEAN", "INTERVAL"}
 STALE_SUFFIX = ":stale"  # model_state.fingerprint of models a later load left behind (invalidate)
+# the parameters of a model partitioned by hour: the hours [hour_from, hour_to) to build
+PARTITION_PARAMS = (("hour_from", "TIMESTAMP", None), ("hour_to", "TIMESTAMP", None))
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,9 @@ class Query:
     keep_default: bool = False  # materialize: default (see the module's docstring)
     columns: tuple[str, ...] = ()  # what every answer holds, in order (``-- columns:``)
     columns_line: int = 0
+    partition: str | None = None          # "hour": rebuilt hour by hour (module docstring)
+    key: tuple[str, ...] = ()             # the entity a row is about
+    span: tuple[str, str] | None = None   # [start, end) columns of the row's time span
 
     def check_columns(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``frame`` when it has the declared columns in their order; else RuntimeFailure naming
@@ -207,8 +221,20 @@ def parse_query_file(path: Path) -> Query:
     if how not in ("", "table", "default"):
         raise RuntimeFailure(f"{path.name}: materialize is 'table' or 'default', not {how!r}")
     materialize = how == "table"
-    if materialize and params:
+    partition = meta.get("partition", "").strip() or None
+    if partition not in (None, "hour"):
+        raise RuntimeFailure(f"{path.name}: partition is 'hour', not {partition!r}")
+    if partition and not materialize:
+        raise RuntimeFailure(f"{path.name}: only a materialized model (materialize: table) is partitioned")
+    if partition and [(p.name, p.type, p.default) for p in params] != [p for p in PARTITION_PARAMS]:
+        raise RuntimeFailure(f"{path.name}: a model partitioned by hour takes exactly the parameters "
+                             "hour_from TIMESTAMP = NULL and hour_to TIMESTAMP = NULL")
+    if materialize and params and not partition:
         raise RuntimeFailure(f"{path.name}: a materialized model cannot take parameters")
+    key = tuple(k.strip() for k in meta.get("key", "").split(",") if k.strip())
+    span = tuple(s.strip() for s in meta.get("span", "").split(",") if s.strip())
+    if span and (len(span) != 2 or not key):
+        raise RuntimeFailure(f"{path.name}: span names two columns (start, end) of a model with a key")
     depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
     columns = tuple(c.strip() for c in meta["columns"].split(","))
     if not all(re.fullmatch(r"[a-z_][a-z0-9_]*", c) for c in columns) or len(set(columns)) != len(columns):
@@ -216,7 +242,8 @@ def parse_query_file(path: Path) -> Query:
                              f"comma-separated")
     return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
                  materialize, text, header_lines, keep_default=how == "default", columns=columns,
-                 columns_line=lines_of["columns"])
+                 columns_line=lines_of["columns"], partition=partition, key=key,
+                 span=(span[0], span[1]) if span else None)
 
 
 def _strip_comments(sql: str) -> str:
@@ -297,7 +324,7 @@ class QueryRegistry:
         """Build one model's table: a materialized model's, or the default answer a model keeps
         (``materialize: default``); returns the table's name. What it reads must be built."""
         if q.materialize:
-            _execute_ddl(con, q)
+            _execute_ddl(con, q, params=q.bind({}) if q.params else None)
             return q.name
         if not q.keep_default:
             raise RuntimeFailure(f"{q.path.name}: neither materialized nor keeping its default answer")

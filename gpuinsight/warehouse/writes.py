@@ -32,13 +32,14 @@ from typing import Protocol
 import duckdb
 
 from gpuinsight.errors import RuntimeFailure
+from gpuinsight.warehouse.pending import note_everything
 
 # What a rebuild from scratch (``demo`` on an existing warehouse) keeps: the schema's bookkeeping
 # and reference data (the energy rates with them), and the records of what was done to clusters and reviewed: applied actions
 # (what ``rollback`` needs to undo a change), reviewed plans (what ``--apply`` checks a plan file
 # against) and stored plans. Every other table is fleet data.
 KEPT_BY_REBUILD: frozenset[str] = frozenset({
-    "schema_version", "model_state", "mig_profiles", "mig_layouts",
+    "schema_version", "model_state", "model_pending", "mig_profiles", "mig_layouts",
     "energy_rates",  # reference data the user may have set (what a kWh costs and emits per region)
     "applied_actions", "reviewed_plans", "recommendations", "plans",
 })
@@ -135,3 +136,4 @@ def clear_tables(wh: SessionHost, tables: Collection[str]) -> None:
         if table not in known:
             raise RuntimeFailure(f"{table}: not a data table a rebuild may clear")
         wh.con.execute(f'DELETE FROM "{table}"')
+    note_everything(wh.con)  # no hour range says what went: the next refresh starts from scratch

@@ -53,20 +53,25 @@ def fmt_labels(labels: dict[str, Any]) -> str:
 
 
 class _Writer:
-    def __init__(self, out: IO[str], fleet: Fleet) -> None:
+    def __init__(self, out: IO[str], fleet: Fleet, first_step: int = 0) -> None:
         self.out = out
         self.fleet = fleet
         self.ts = [str(t) for t in fleet.times.tolist()]
+        self.first_step = first_step  # samples before this step are left out
 
     def family(self, name: str, help_: str) -> None:
         self.out.write(f"# HELP {name} {help_}\n# TYPE {name} gauge\n")
 
     def const(self, name: str, labels: dict[str, Any], value: object, k0: int, k1: int) -> None:
+        k0 = max(k0, self.first_step)
         if k1 > k0:
             head = f"{name}{{{fmt_labels(labels)}}} {value} "
             self.out.write("".join(f"{head}{t}\n" for t in self.ts[k0:k1]))
 
     def series(self, name: str, labels: str, values: list[str], ks: np.ndarray) -> None:
+        if self.first_step and ks.size and ks[0] < self.first_step:
+            keep = ks >= self.first_step
+            values, ks = [v for v, k in zip(values, keep.tolist(), strict=True) if k], ks[keep]
         head = f"{name}{{{labels}}} "
         ts = self.ts
         self.out.write("".join(f"{head}{v} {ts[k]}\n" for v, k in zip(values, ks.tolist(), strict=True)))
@@ -117,8 +122,9 @@ def _write_dcgm(w: _Writer) -> None:
     pcie_node = fleet.nodes["pcie"].to_list()
     for name, help_, attr, integer in DCGM_FAMILIES:
         w.family(name, help_)
-        for c0, c1 in cell_blocks(fleet, steps, budget=1_000_000):
-            v = cell_values(fleet, c0, c1, 0, steps)
+        k_from = w.first_step  # values are computed for the steps written only
+        for c0, c1 in cell_blocks(fleet, steps - k_from, budget=1_000_000):
+            v = cell_values(fleet, c0, c1, k_from, steps)
             arr = getattr(v, attr)
             keys = np.where(v.holder >= 0, fleet.pod_key[np.maximum(v.holder, 0)] + 1, 0)
             for i in range(arr.shape[0]):
@@ -134,7 +140,7 @@ def _write_dcgm(w: _Writer) -> None:
                 for key in uniq[np.argsort(first)]:
                     ks = np.flatnonzero((keys[i] == key) & present)
                     labels = f"{dev_labels[d]},{attrs[key]},{scrape[node_row[d]]}"
-                    w.series(name, labels, strs[ks].tolist(), ks)
+                    w.series(name, labels, strs[ks].tolist(), ks + k_from)
 
 
 # ----------------------------------------------------------------------------- kube-state-metrics
@@ -290,6 +296,8 @@ def _write_cadvisor(w: _Writer) -> None:
                       "metrics_path": "/metrics/cadvisor", "namespace": p["namespace"], "node": p["node"],
                       "pod": p["name"]}
             ks = np.arange(a, b)
+            if w.first_step > a:  # the counter counts from the pod's start; earlier samples are left out
+                ks, used = ks[w.first_step - a:], used[w.first_step - a:]
             for labels, values in (
                 ({"container": p["container"], "cpu": "total", "id": f"{slice_}/cri-containerd-{p['container_id']}.scope",
                   "image": wd.image, "name": p["container_id"], **common}, used),
@@ -411,15 +419,17 @@ def _write_energy(w: _Writer) -> None:
                      [f"{y:.0f}" for y in used[present].tolist()], present)
 
 
-def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None) -> Path:
-    """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz)."""
+def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None, first_step: int = 0) -> Path:
+    """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz);
+    with `first_step`, only the samples from that step on (what a Prometheus holding the last
+    days of the window would hold; benchmarks of a daily collection)."""
     path = Path(path)
     use_gzip = path.suffix == ".gz" if gzip is None else gzip
     with open(path, "wb") as raw:
         stream: IO[bytes] = gz.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) \
             if use_gzip else raw
         with io.TextIOWrapper(stream, encoding="utf-8", newline="\n", write_through=False) as out:
-            w = _Writer(out, fleet)
+            w = _Writer(out, fleet, first_step)
             _write_dcgm(w)
             for name, help_, series in _node_series(fleet):
                 w.family(name, help_)

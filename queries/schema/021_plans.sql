@@ -1,4 +1,4 @@
--- name: 019_plans
+-- name: 021_plans
 -- description: the plans stored (`recommend --save-plan`, `recommend --apply`, `demo`) with what
 --   `report` needs to render one again without running the rules: the window it judged, the
 --   price catalog, the fleet's monthly spend, its clusters and its notes. Its findings are the

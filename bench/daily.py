@@ -1,0 +1,257 @@
+"""The daily job as a benchmark: day 31 of a 30-day warehouse, beside the full pipeline.
+
+A platform team runs gpuinsight once a day: collect since yesterday, refresh, recommend,
+report. This measures that cycle on the fleet of ``bench/pipeline.py`` (the sample generator's
+realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
+
+* setup (not timed as the cycle): a real Prometheus (``promtool tsdb create-blocks-from
+  openmetrics``, served on 127.0.0.1) holding days 30 and 31 of the fleet's dcgm-exporter,
+  kube-state-metrics and cAdvisor series; a warehouse holding days 1..29 (their samples with
+  their rollups, the pod history and nodes as seen at the end of day 29, the prices, the models
+  built), then day 30 collected by the daily job itself (below), so the warehouse is what the job
+  left yesterday (pods and nodes as the collectors describe them: the generated inventory files
+  carry fewer of their columns, and a first collection changes every live pod once);
+* the day-31 cycle, each stage a fresh child process (wall time, CPU time and peak RSS from
+  ``wait4``): ``collect`` (``GpuInsight.collect_prometheus`` of day 31 from that server and the
+  kubectl dumps, as the CronJob in ``deploy/`` collects Prometheus then Kubernetes, in one write
+  session whose model refresh rebuilds what the loads changed: ``sql/incremental.py``; the
+  generator writes one dump, at the end of day 31, loaded on both days), ``recommend``
+  (``gpuinsight recommend --format json``), ``report`` (``gpuinsight report``);
+* beside it, in the same run, the full pipeline producing the same day-31 state from scratch
+  (``bench/pipeline.py``'s stages load, models, recommend, report over all 31 days): what a daily
+  run costs when every refresh recomputes the whole window;
+* a check: the day-31 warehouse's models rebuilt from scratch (``refresh(full=True)``) give the
+  same plan, byte for byte.
+
+Last line: ``daily: <GPUs> GPUs, day 31: <s> s = <pct> % of the full pipeline (<s> s), peak <GB> GB``
+(peak: the largest peak RSS of the cycle's stages).
+
+    python bench/daily.py [--gpus 10000] [--days 30] [--interval 300] [--workdir DIR]
+
+Needs promtool and prometheus on PATH (``apt-get install prometheus``). Prints figures; it is
+not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import polars as pl  # noqa: E402
+
+from bench.pipeline import run_stage, stage_recommend, stage_report  # noqa: E402
+
+DAY_S = 86400
+
+
+def _day_end(files_meta: dict, days: float) -> datetime:
+    """The end of the first ``days`` days of the fleet (naive UTC, as the warehouse stores it)."""
+    from gpuinsight.sample import FleetSpec
+
+    spec = FleetSpec.for_gpus(files_meta["gpus_asked"], days=files_meta["days"], interval_s=files_meta["interval_s"],
+                              seed=files_meta["seed"])
+    return datetime.fromtimestamp(spec.start_s + int(days * DAY_S), UTC).replace(tzinfo=None)
+
+
+def inventory_at(files_root: Path, end: datetime, interval_s: int) -> dict[str, pl.DataFrame]:
+    """Nodes and pods as a collection ending at ``end`` saw them: nothing created later, no end
+    or phase reached later, last seen at most then."""
+    inv = files_root / "inventory"
+    nodes = (pl.read_parquet(inv / "nodes.parquet").filter(pl.col("first_seen") < end)
+             .with_columns(last_seen=pl.min_horizontal("last_seen", pl.lit(end - timedelta(seconds=interval_s)))))
+    pods = pl.read_parquet(inv / "pods.parquet").filter(pl.col("created") < end)
+    later = {c: pl.when(pl.col(c) < end).then(pl.col(c)).otherwise(None) for c in ("scheduled", "started", "finished")}
+    pods = pods.with_columns(**later, last_seen=pl.min_horizontal("last_seen", pl.lit(end)))
+    pods = pods.with_columns(phase=pl.when(pl.col("finished").is_not_null()).then(pl.col("phase"))
+                             .when(pl.col("started").is_not_null()).then(pl.lit("Running"))
+                             .otherwise(pl.lit("Pending")))
+    return {"nodes": nodes, "pods": pods, "prices": pl.read_parquet(inv / "prices.parquet")}
+
+
+def stage_base(db: Path, files_root: Path, days: float) -> dict:
+    """Yesterday's warehouse: days 1..``days`` loaded and the models built."""
+    from bench.fleet_warehouse import FleetFiles, load_samples, open_for
+
+    files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
+    end = _day_end(files.meta, days)
+    keys = {"nodes": ["cluster", "node"], "pods": ["cluster", "uid"], "prices": ["catalog", "instance_type", "gpu_model"]}
+    with open_for(db, files) as g:
+        with g.wh.transaction() as con:
+            for table, frame in inventory_at(files_root, end, files.meta["interval_s"]).items():
+                g.wh.merge(table, frame, keys[table], con=con)
+        # part-NNNN.parquet holds day NNNN + 1
+        rows = load_samples(g, files, parts=[p for p in files.samples if int(p.stem.split("-")[1]) < days])
+        g.refresh(full=True)
+    return {"rows": rows["gpu_samples"], "until": end.isoformat()}
+
+
+def stage_full_load(db: Path, files_root: Path) -> dict:
+    from bench.pipeline import stage_load
+
+    return stage_load(db, files_root, "append")
+
+
+def stage_collect(db: Path, files_root: Path, url: str, since: str, until: str, interval_s: int) -> dict:
+    """Day 31 as the daily job collects it: Prometheus and the kubectl dumps, one write session."""
+    import gpuinsight as gi
+    from bench.fleet_warehouse import FleetFiles
+    from gpuinsight.config import Config, PrometheusConfig
+
+    files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
+    config = Config.from_env(db, cluster=files.meta["cluster"]).with_(prometheus=PrometheusConfig(url=url))
+    with gi.open(db, config=config) as g:
+        with g.writing():
+            prom = g.collect_prometheus(datetime.fromisoformat(since), datetime.fromisoformat(until), interval_s)
+            dumps = g.collect_kubernetes(from_dir=files.kubectl, as_of=datetime.fromisoformat(until))
+        refresh = g.models.last
+    return {"rows": prom.rows.get("gpu_samples", 0), "prometheus": prom.summary(), "dumps": dumps.summary(),
+            "refresh": refresh.summary(), "full": refresh.full}
+
+
+def stage_models_full(db: Path) -> dict:
+    import gpuinsight as gi
+
+    with gi.open(db) as g:
+        built = g.refresh(full=True)
+    return {"rows": len(built)}
+
+
+def day31_tsdb(workdir: Path, meta: dict, days: float) -> Path:
+    """A Prometheus TSDB holding the last day of the fleet (built once per fleet, reused)."""
+    from gpuinsight.sample import FleetSpec, build_fleet
+    from gpuinsight.sample.openmetrics import write_openmetrics
+
+    from tests.prom_server import backfill
+
+    tsdb = workdir / f"days{int(days)}-{int(days) + 1}-tsdb"
+    marker = tsdb / "fleet.json"
+    want = {k: meta[k] for k in ("gpus_asked", "days", "interval_s", "seed", "format")}
+    if marker.is_file() and json.loads(marker.read_text()) == want:
+        return tsdb
+    shutil.rmtree(tsdb, ignore_errors=True)
+    t0 = time.perf_counter()
+    spec = FleetSpec.for_gpus(meta["gpus_asked"], days=meta["days"], interval_s=meta["interval_s"], seed=meta["seed"])
+    om = workdir / "day.om"
+    write_openmetrics(build_fleet(spec), om, gzip=False, first_step=int((days - 1) * DAY_S) // spec.interval_s)
+    written = time.perf_counter()
+    backfill(om, tsdb, timeout_s=6 * 3600, max_block_duration="24h")
+    om.unlink()
+    marker.write_text(json.dumps(want))
+    print(f"  days {int(days)}-{int(days) + 1} in Prometheus: OpenMetrics written in {written - t0:.0f} s, "
+          f"backfilled in {time.perf_counter() - written:.0f} s (setup, not timed)", flush=True)
+    return tsdb
+
+
+def main() -> None:
+    from bench.fleet_warehouse import add_fleet_args, write_fleet_files
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_fleet_args(ap, gpus=10_000, days=30, interval=300)
+    ap.add_argument("--stage", choices=["base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
+    ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--since", help=argparse.SUPPRESS)
+    ap.add_argument("--until", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.stage == "base":
+        print(json.dumps(stage_base(a.db, a.files, a.days)))
+        return
+    if a.stage == "full-load":
+        print(json.dumps(stage_full_load(a.db, a.files)))
+        return
+    if a.stage == "collect":
+        print(json.dumps(stage_collect(a.db, a.files, a.url, a.since, a.until, a.interval)))
+        return
+    if a.stage == "models-full":
+        print(json.dumps(stage_models_full(a.db)))
+        return
+
+    from tests.prom_server import prometheus_server
+
+    gi_cli = [sys.executable, "-m", "gpuinsight.cli"]
+    with tempfile.TemporaryDirectory(prefix="gi-daily-") as tmp_s:
+        tmp = Path(tmp_s)
+        workdir = a.workdir or tmp
+        workdir.mkdir(parents=True, exist_ok=True)
+        root = workdir / "fleet"
+        files = write_fleet_files(root, a.gpus, a.days + 1, a.interval, log=True)
+        m = files.meta
+        print(f"fleet: {files.gpus:,} GPUs ({m['nodes']:,} nodes, {m['pods']:,} pod incarnations), {a.days + 1:g} d at "
+              f"{a.interval} s: {files.sample_rows:,} sample rows (generation took {m['generate_s']:.0f} s, not timed)")
+        print(f"machine: {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
+              f"GB RAM, load average {os.getloadavg()[0]:.1f} at start; each stage a fresh process")
+        tsdb = day31_tsdb(workdir, m, a.days)
+        yesterday, since, until = _day_end(m, a.days - 1), _day_end(m, a.days), _day_end(m, a.days + 1)
+        day = int(a.days) + 1
+
+        daily_db, full_db = tmp / "daily.duckdb", tmp / "full.duckdb"
+        me = [sys.executable, __file__, "--files", str(root), "--days", str(a.days - 1), "--interval", str(a.interval)]
+        base = run_stage("base", [*me, "--db", str(daily_db), "--stage", "base"], tmp)
+        print(f"setup: days 1-{int(a.days) - 1} loaded and modelled in {base['seconds']:.0f} s "
+              f"(peak {base['peak_mb'] / 1024:.1f} GB), not timed", flush=True)
+
+        cycle: dict[str, dict] = {}
+        with prometheus_server(tsdb, timeout_s=300) as url:
+            r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
+                                      "--since", yesterday.isoformat(), "--until", since.isoformat()], tmp)
+            info = json.loads(r["stdout"].strip().splitlines()[-1])
+            print(f"setup: day {int(a.days)} collected by the daily job in {r['seconds']:.0f} s (peak "
+                  f"{r['peak_mb'] / 1024:.1f} GB), not timed; {info['refresh']}", flush=True)
+            r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
+                                      "--since", since.isoformat(), "--until", until.isoformat()], tmp)
+            info = json.loads(r["stdout"].strip().splitlines()[-1])
+            r["rows"], r["what"] = info["rows"], f"{info['prometheus']}; {info['dumps']}; {info['refresh']}"
+            cycle["collect"] = r
+        cycle["recommend"] = stage_recommend(gi_cli, daily_db, tmp)
+        daily_plan = cycle["recommend"]["out"].read_bytes()
+        cycle["report"] = stage_report(gi_cli, daily_db, tmp)
+
+        full: dict[str, dict] = {}
+        r = run_stage("full-load", [*me, "--db", str(full_db), "--stage", "full-load"], tmp)
+        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "all days, inventory, dumps"
+        full["load"] = r
+        r = run_stage("models", [*me, "--db", str(full_db), "--stage", "models-full"], tmp)
+        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "models rebuilt"
+        full["models"] = r
+        full["recommend"] = stage_recommend(gi_cli, full_db, tmp)
+        full["report"] = stage_report(gi_cli, full_db, tmp)
+        full_db.unlink(missing_ok=True)
+
+        # the same day-31 warehouse, its models rebuilt from scratch: the same plan?
+        check_db = tmp / "check.duckdb"
+        shutil.copy(daily_db, check_db)
+        run_stage("check-models", [*me, "--db", str(check_db), "--stage", "models-full"], tmp)
+        check = stage_recommend(gi_cli, check_db, tmp)
+        same = check["out"].read_bytes() == daily_plan
+
+        print(f"{'stage':<18} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9} {'rows':>13}  what")
+        for title, stages in ((f"day {day}", cycle), ("full pipeline", full)):
+            for name, r in stages.items():
+                print(f"{title + ' ' + name:<18} {r['seconds']:8.1f} {r['cpu_s']:7.1f} {r['peak_mb'] / 1024:6.2f} GB "
+                      f"{r['rows']:>13,}  {r['what']}")
+        took = sum(r["seconds"] for r in cycle.values())
+        full_s = sum(r["seconds"] for r in full.values())
+        peak = max(r["peak_mb"] for r in cycle.values()) / 1024
+        print(f"CPU time: day {day} {sum(r['cpu_s'] for r in cycle.values()):.0f} s, full pipeline "
+              f"{sum(r['cpu_s'] for r in full.values()):.0f} s; load average at the end {os.getloadavg()[0]:.1f}")
+        print(f"plan after the day-{day} refresh vs the same warehouse's models rebuilt from scratch: "
+              f"{'the same, byte for byte' if same else 'DIFFERENT'} ({len(daily_plan):,} bytes)")
+        print(f"targets: day {day} <= 10 % of the full pipeline: {'met' if took <= 0.1 * full_s else 'NOT met'}; "
+              f"same plan: {'met' if same else 'NOT met'}")
+        print(f"daily: {files.gpus} GPUs, day {day}: {took:.1f} s = {100 * took / full_s:.1f} % of the full pipeline "
+              f"({full_s:.1f} s), peak {peak:.1f} GB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""The refresh after a load rebuilds only the hours it changed (sql/incremental.py), and its models
+equal a build from scratch: random fleets loaded in random chunks, with late data, re-collections
+that change values and hand GPU steps to other pods, pods that finish, vanish without a word
+(and are later said to have finished), restart or get new labels, HAMi vGPU pods moved to another
+device, time-sliced nodes, nodes that come and go, and a new price catalog; after every load every
+model is compared with a full rebuild of the same data."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import gpuinsight as gi
+from gpuinsight.sources.prom.store import merge_spans
+from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import store_sample_rows
+
+T0 = datetime(2026, 11, 1)
+STEP = 300
+HOURS = 24
+TYPES = {1: ("g5.xlarge", "A10G", 1.01), 4: ("g5.12xlarge", "A10G", 5.67), 8: ("p5.48xlarge", "H100-80GB", 55.04)}
+
+
+class World:
+    """A random fleet over HOURS hours: what a collector sees of it, range by range."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = rng = random.Random(seed)
+        self.seed = seed
+        self.nodes: list[dict[str, Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.labels: dict[str, str] = {}  # uid -> labels JSON (a dump may change them)
+        self.device: dict[str, int] = {}  # uid of a HAMi vGPU pod -> the GPU index it holds a share of
+        self.told: set[str] = set()       # uids of vanished pods a dump later said finished
+        for cluster in ["a", "b"][: rng.choice([1, 2])]:
+            for n in range(rng.randint(2, 4)):
+                gpus = rng.choice([1, 4, 8])
+                shared = gpus > 1 and rng.random() < 0.3  # time-sliced: two replicas per GPU
+                first = T0 + timedelta(hours=rng.choice([0, 0, rng.randint(1, 10)]))
+                gone = rng.random() < 0.2
+                last = first + timedelta(hours=rng.randint(4, 12)) if gone else None
+                node = dict(cluster=cluster, node=f"n{n}", gpus=gpus, shared=shared, first=first, last=last,
+                            capacity_type=rng.choice(["on-demand", "spot"]))
+                self.nodes.append(node)
+                end_of_node = last or T0 + timedelta(hours=HOURS)
+                for p in range(rng.randint(1, 4)):
+                    start = first + timedelta(minutes=5 * rng.randint(0, 60))
+                    if start >= end_of_node:
+                        continue
+                    end = start + timedelta(minutes=5 * rng.randint(6, 200))
+                    end = None if end >= end_of_node and last is None else min(end, end_of_node)
+                    held = rng.sample(range(gpus), k=rng.randint(1, min(gpus, 3)))
+                    name = f"w{p % 2}-{n}-{p}" if rng.random() < 0.8 else f"w{p % 2}-{n}-0"  # restarts reuse a name
+                    uid = f"uid-{cluster}-{n}-{p}"
+                    self.pods.append(dict(cluster=cluster, uid=uid, namespace=rng.choice(["ml", "web"]), name=name,
+                                          node=f"n{n}", gpus=held, start=start, end=end, shared=shared,
+                                          workload=f"wl{p % 3}", kind=rng.choice(["Job", "Deployment"]),
+                                          vanish=end is not None and rng.random() < 0.5))
+                    self.labels[uid] = json.dumps({"team": rng.choice(["x", "y"])})
+                if gpus >= 4 and not shared:  # HAMi vGPU pods: a share of one device each
+                    for v in range(rng.randint(1, 3)):
+                        uid = f"uid-{cluster}-{n}-v{v}"
+                        start = first + timedelta(minutes=5 * rng.randint(0, 60))
+                        self.pods.append(dict(cluster=cluster, uid=uid, namespace="ml", name=f"vgpu-{n}-{v}",
+                                              node=f"n{n}", gpus=[], start=start, end=None, shared=False,
+                                              workload="vgpu", kind="Deployment", vanish=False))
+                        self.labels[uid] = "{}"
+                        self.device[uid] = rng.randrange(gpus)
+
+    # -- what a collection of [t0, t1) reads ------------------------------------------------------
+    def samples(self, t0: datetime, t1: datetime, variant: int) -> pl.DataFrame:
+        rows = []
+        vr = random.Random(hash((self.seed, t0, variant)))
+        for node in self.nodes:
+            alive_to = node["last"] or T0 + timedelta(hours=HOURS)
+            t = max(t0, node["first"])
+            t = T0 + timedelta(seconds=math.ceil((t - T0).total_seconds() / STEP) * STEP)
+            while t < min(t1, alive_to):
+                for gpu in range(node["gpus"]):
+                    holders = [p for p in self.pods if p["cluster"] == node["cluster"] and p["node"] == node["node"]
+                               and gpu in p["gpus"] and p["start"] <= t and (p["end"] is None or t < p["end"])]
+                    if variant and vr.random() < 0.1:  # a re-collection hands the GPU step to another pod
+                        holders = [dict(namespace="ml", name="ghost")]
+                    if vr.random() < 0.03:  # a step DCGM missed
+                        continue
+                    for p in holders or [dict(namespace="", name="")]:
+                        gr = round(vr.random() if p["name"] else vr.random() * 0.02, 4)
+                        rows.append(dict(cluster=node["cluster"], ts=t, gpu_uuid=f"GPU-{node['cluster']}-{node['node']}-{gpu}",
+                                         mig_instance=-1, mig_profile="", node=node["node"], gpu_index=gpu,
+                                         model_name="NVIDIA GPU", namespace=p["namespace"], pod=p["name"],
+                                         container="c" if p["name"] else "", gr_active=gr,
+                                         gr_active_max=min(1.0, gr + 0.1), sm_active=gr / 2, sm_active_max=gr,
+                                         gpu_util=gr * 100, fb_used_mib=1000.0 + 100 * gr, fb_used_max_mib=2000.0,
+                                         fb_free_mib=20000.0, power_w=100.0, step_s=STEP))
+                t += timedelta(seconds=STEP)
+        return pl.DataFrame(rows, schema_overrides={"mig_instance": pl.Int32, "gpu_index": pl.Int32,
+                                                    "step_s": pl.Int32}, infer_schema_length=None)
+
+    def pod_rows(self, t0: datetime, t1: datetime) -> pl.DataFrame:
+        """The pods alive in [t0, t1) as seen at t1 (finished once it was seen to end)."""
+        rows = []
+        for p in self.pods:
+            if p["start"] >= t1 or (p["end"] is not None and p["end"] <= t0):
+                continue
+            ended = p["end"] is not None and p["end"] <= t1
+            said = ended and (not p["vanish"] or p["uid"] in self.told)  # a vanished pod's end is not reported
+            vgpu = p["uid"] in self.device
+            # 60 % of the cores each: two on one device hold more than it (their shares are cut)
+            claim = [{"kind": "vgpu", "device": f"GPU-{p['cluster']}-{p['node']}-{self.device[p['uid']]}",
+                      "cores": 60, "mem_mib": 6000}] if vgpu else None
+            rows.append(dict(cluster=p["cluster"], uid=p["uid"], namespace=p["namespace"], name=p["name"],
+                             workload_kind=p["kind"], workload=p["workload"], node=p["node"],
+                             gpu_request=1.0 if vgpu else float(len(p["gpus"])), mig_profile=None, mig_request=0.0,
+                             created=p["start"], scheduled=p["start"], started=p["start"],
+                             finished=p["end"] if said else None, last_seen=min(p["end"], t1) if p["end"] else t1,
+                             phase="Succeeded" if said else "Running", labels=self.labels[p["uid"]],
+                             gpu_shares=json.dumps(claim) if claim else None, source="test"))
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+    def node_rows(self, t0: datetime, t1: datetime) -> pl.DataFrame:
+        rows = []
+        for n in self.nodes:
+            alive_to = n["last"] or T0 + timedelta(hours=HOURS)
+            if n["first"] >= t1 or alive_to <= t0:
+                continue
+            it, model, usd = TYPES[n["gpus"]]
+            rows.append(dict(cluster=n["cluster"], node=n["node"], instance_type=it, capacity_type=n["capacity_type"],
+                             node_pool="pool", node_pool_kind="karpenter", gpu_model=model, gpu_count=n["gpus"],
+                             mig_config=None, zone="z1", gpu_replicas=2.0 if n["shared"] else None,
+                             sharing_strategy="time-slicing" if n["shared"] else None,
+                             first_seen=max(t0, n["first"]), last_seen=min(t1, alive_to) - timedelta(seconds=STEP)))
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def prices(catalog: str, factor: float, loaded_at: datetime) -> pl.DataFrame:
+    return pl.DataFrame([dict(catalog=catalog, instance_type=it, gpu_model=model, gpu_count=g,
+                              on_demand_usd_per_hour=usd * factor, spot_usd_per_hour=usd * factor * 0.4, region="r",
+                              source="test", as_of=T0.date(), loaded_at=loaded_at)
+                         for g, (it, model, usd) in TYPES.items()])
+
+
+def collect(g: gi.GpuInsight, world: World, t0: datetime, t1: datetime, variant: int) -> None:
+    """What a collection of [t0, t1) does: samples, pods and nodes in one transaction, rollups."""
+    samples = world.samples(t0, t1, variant)
+    with g.writing(), g.wh.transaction() as con:
+        store_sample_rows(con, samples)
+        merge_spans(g.wh, con, "pods", world.pod_rows(t0, t1), ["cluster", "uid"])
+        merge_spans(g.wh, con, "nodes", world.node_rows(t0, t1), ["cluster", "node"])
+        if samples.height:
+            rebuild_rollups(con, samples)
+
+
+def model_rows(g: gi.GpuInsight) -> dict[str, list[tuple]]:
+    out = {}
+    for table in g.registry.model_tables():
+        frame = g.wh.sql(f'SELECT * FROM "{table}"')
+        out[table] = sorted(frame.rows(), key=lambda row: repr(tuple(_rounded(v) for v in row)))
+    return out
+
+
+def _rounded(v: Any) -> Any:
+    """A value with floats rounded, for sorting (sums in parallel differ in their last bits)."""
+    if isinstance(v, float):
+        return v if math.isnan(v) or v == 0 else float(f"{v:.6g}")
+    if isinstance(v, list):
+        return tuple(_rounded(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _rounded(x)) for k, x in v.items())
+    return v
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, floats up to their last bits (the order of a parallel sum)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def from_scratch(g: gi.GpuInsight) -> dict[str, list[tuple]]:
+    """Every model built from scratch on the same data (rolled back after)."""
+    con = g.wh.con
+    con.execute("BEGIN TRANSACTION")
+    try:
+        g.registry.refresh(con)
+        g.wh.schema_changed()
+        return model_rows(g)
+    finally:
+        con.execute("ROLLBACK")
+        g.wh.schema_changed()
+
+
+def assert_same(inc: dict[str, list[tuple]], full: dict[str, list[tuple]], what: str) -> None:
+    for table in full:
+        assert len(inc[table]) == len(full[table]), (what, table, len(inc[table]), len(full[table]))
+        for a, b in zip(inc[table], full[table], strict=True):
+            assert _same(a, b), (what, table, a, b)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_incremental_refresh_equals_a_build_from_scratch(tmp_path: Path, seed: int) -> None:
+    world = World(seed)
+    rng = random.Random(seed + 100)
+    incremental = 0
+    # every kind of load in a random order after a first collection (each load costs a full
+    # rebuild to compare with, so their number is fixed)
+    loads = ["collect", *rng.sample(["collect", "collect", "late", "late", "dump", "catalog"], k=6)]
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        frontier, variant = T0, 0
+        for load in loads:
+            if load == "late" and frontier > T0 + timedelta(hours=1):
+                # late data or a re-collection of an earlier range (values and holders change)
+                back = T0 + timedelta(minutes=5 * rng.randrange(int((frontier - T0).total_seconds() // STEP)))
+                variant += 1
+                collect(g, world, back, back + timedelta(minutes=5 * rng.randint(6, 30)), variant)
+                what = f"re-collected from {back}"
+            elif load == "dump":
+                # a dump: some pods' labels change (every hour of theirs may change), a vGPU pod holds
+                # a share of another device, pods that vanished are said to have finished
+                for uid in rng.sample(sorted(world.labels), k=max(1, len(world.labels) // 4)):
+                    world.labels[uid] = json.dumps({"team": rng.choice(["x", "y", "z"])})
+                for uid in world.device:
+                    if rng.random() < 0.5:
+                        world.device[uid] = (world.device[uid] + 1) % 4
+                world.told |= {p["uid"] for p in world.pods if p["vanish"] and rng.random() < 0.5}
+                with g.writing(), g.wh.transaction() as con:
+                    merge_spans(g.wh, con, "pods", world.pod_rows(T0, frontier), ["cluster", "uid"])
+                what = "a dump"
+            elif load == "catalog":
+                with g.writing(), g.wh.transaction() as con:  # a newer catalog prices everything anew
+                    g.wh.merge("prices", prices(f"cat-{variant}", 1.1, frontier),
+                               ["catalog", "instance_type", "gpu_model"], con=con)
+                what = "new catalog"
+            else:
+                step = timedelta(minutes=5 * rng.randint(12, 60))
+                collect(g, world, frontier, frontier + step, 0)
+                frontier += step
+                what = f"collected up to {frontier}"
+            incremental += not g.models.last.full
+            assert_same(model_rows(g), from_scratch(g), what)
+        assert incremental >= 5  # the incremental path was taken, not only full rebuilds
+        # a refresh with nothing loaded rebuilds no hour; a full one on demand changes nothing
+        before = model_rows(g)
+        g.refresh()
+        assert not g.models.last.full and all(not r for r in g.models.last.hours.values())
+        g.refresh(full=True)
+        assert g.models.last.full and g.models.last.why == "asked"
+        assert_same(model_rows(g), before, "full refresh on demand")
+
+
+def test_a_day_appended_rebuilds_only_its_hours_and_the_hour_before(tmp_path: Path) -> None:
+    world = World(7)
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, T0, T0 + timedelta(hours=12), 0)
+        collect(g, world, T0 + timedelta(hours=12), T0 + timedelta(hours=18), 0)
+        hours = g.models.last.hours
+        assert not g.models.last.full
+        for name in ("node_hours", "allocation_hourly", "waste_hourly"):
+            lo = min(a for a, _ in hours[name])
+            # the new hours, and those where a pod or node still running at the old end ran on
+            assert lo >= T0 + timedelta(hours=11), (name, hours[name])
+        assert_same(model_rows(g), from_scratch(g), "appended")
+
+
+def test_a_vgpu_pod_moved_to_another_device_rebuilds_the_hours_it_shared(tmp_path: Path) -> None:
+    """Two HAMi vGPU pods on one device hold more than it (their shares are cut); a dump that only
+    says one of them holds another device changes no pod's span, only pod_gpu_shares: the hours
+    both ran are rebuilt (the other pod's share is whole again)."""
+    world = World(0)
+    first = T0 + timedelta(hours=1)
+    world.nodes = [dict(cluster="a", node="n0", gpus=4, shared=False, first=T0, last=None, capacity_type="on-demand")]
+    world.pods = [dict(cluster="a", uid=f"uid-v{v}", namespace="ml", name=f"vgpu-{v}", node="n0", gpus=[],
+                       start=first, end=None, shared=False, workload="vgpu", kind="Deployment", vanish=False)
+                  for v in range(2)]
+    world.labels = {"uid-v0": "{}", "uid-v1": "{}"}
+    world.device = {"uid-v0": 0, "uid-v1": 0}
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, T0, T0 + timedelta(hours=6), 0)
+        cut = g.sql("SELECT sum(gpu_hours) FROM allocation_hourly WHERE uid = 'uid-v0'").item()
+        world.device["uid-v1"] = 1
+        with g.writing(), g.wh.transaction() as con:
+            merge_spans(g.wh, con, "pods", world.pod_rows(T0, T0 + timedelta(hours=6)), ["cluster", "uid"])
+        assert not g.models.last.full
+        assert g.sql("SELECT sum(gpu_hours) FROM allocation_hourly WHERE uid = 'uid-v0'").item() > cut
+        assert_same(model_rows(g), from_scratch(g), "a vGPU pod moved")

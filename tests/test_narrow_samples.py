@@ -1,0 +1,81 @@
+"""The narrow sample table (migration 019, warehouse/samples.py): integer keys into dimension
+tables, measures as before. A warehouse stored wide converts in place keeping every sample, its
+pod numbers and every model's figures; the stored table holds no strings."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+import gpuinsight as gi
+from gpuinsight.warehouse import migrate
+from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.samples import store_sample_rows
+from tests.test_incremental import T0, World, _same, assert_same, collect, model_rows, prices
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fleet() -> tuple[World, pl.DataFrame]:
+    """A random fleet's samples with the shapes a wide table held: MIG instances (their own
+    profile, one GPU index), a sample without node or GPU index, a GPU no pod holds."""
+    world = World(3)
+    samples = world.samples(T0, T0 + timedelta(hours=8), 0)
+    mig = (samples.filter(pl.col("gpu_index") == 0).head(40)
+           .with_columns(mig_instance=pl.lit(2, pl.Int32), mig_profile=pl.lit("1g.10gb"), pod=pl.lit("mig-pod"),
+                         namespace=pl.lit("ml")))
+    bare = samples.head(1).with_columns(node=pl.lit(None, pl.Utf8), gpu_index=pl.lit(None, pl.Int32),
+                                        gpu_uuid=pl.lit("GPU-unplaced"))
+    return world, pl.concat([samples, mig, bare])
+
+
+def test_a_wide_warehouse_converts_in_place_keeping_every_figure(tmp_path: Path) -> None:
+    world, samples = fleet()
+    before = tmp_path / "schema-018"
+    (before / "schema").mkdir(parents=True)
+    for path in sorted((ROOT / "queries" / "schema").glob("*.sql")):
+        if int(path.name[:3]) < 19:
+            shutil.copy(path, before / "schema" / path.name)
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))
+    migrate(con, before)
+    for table, frame in (("gpu_samples", samples), ("pods", world.pod_rows(T0, T0 + timedelta(hours=8))),
+                         ("nodes", world.node_rows(T0, T0 + timedelta(hours=8))),
+                         ("prices", prices("cat-1", 1.0, T0))):
+        con.register("_f", frame.to_arrow())
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _f")
+        con.unregister("_f")
+    # the pod numbers and pod-steps a wide warehouse held (014's macros)
+    con.execute("INSERT INTO pod_keys SELECT * FROM new_pod_keys(NULL, NULL, NULL)")
+    con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(NULL, NULL, NULL)")
+    wide = sorted(con.execute("SELECT * FROM gpu_samples").fetchall(), key=repr)
+    keys = con.execute("SELECT * FROM pod_keys ORDER BY pod_key").fetchall()
+    steps = sorted(con.execute("SELECT * FROM gpu_pod_steps").fetchall(), key=repr)
+    con.close()
+
+    with gi.open(old) as g:  # opening migrates
+        assert sorted(g.wh.con.execute("SELECT * FROM gpu_samples").fetchall(), key=repr) == wide
+        assert g.wh.con.execute("SELECT * FROM pod_keys ORDER BY pod_key").fetchall()[: len(keys)] == keys
+        assert sorted(g.wh.con.execute("SELECT * FROM gpu_pod_steps").fetchall(), key=repr) == steps
+        types = g.wh.con.execute("SELECT data_type FROM duckdb_columns() WHERE table_name = 'gpu_sample_facts'"
+                                 ).fetchall()
+        assert {t for (t,) in types} <= {"INTEGER", "TIMESTAMP", "DOUBLE"}
+        g.refresh(full=True)
+        migrated = model_rows(g)
+        hourly = sorted(g.sql("SELECT * FROM gpu_hourly").rows(), key=repr)
+
+    # the same data loaded by today's loads
+    with gi.open(tmp_path / "new.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, T0, T0 + timedelta(hours=8), 0)
+        with g.writing(), g.wh.transaction() as con:  # the MIG and unplaced rows too
+            store_sample_rows(con, samples)
+            rebuild_rollups(con, samples)
+        assert_same(model_rows(g), migrated, "migrated")
+        loaded = sorted(g.sql("SELECT * FROM gpu_hourly").rows(), key=repr)
+        assert len(loaded) == len(hourly) and all(_same(a, b) for a, b in zip(loaded, hourly, strict=True))
