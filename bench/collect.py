@@ -48,12 +48,12 @@ sys.path.insert(0, str(ROOT))
 import requests  # noqa: E402
 
 from gpuinsight.config import Config, PrometheusConfig  # noqa: E402
-from gpuinsight.sample import FleetSpec, write_sample  # noqa: E402
 from gpuinsight.sources.prom.client import NO_PARTIAL  # noqa: E402
 from gpuinsight.sources.prom.promql import Query  # noqa: E402
 from gpuinsight.sources.prometheus import PrometheusSource  # noqa: E402
 from gpuinsight.warehouse import Warehouse  # noqa: E402
 from tests.prom_server import backfill, prometheus_process, prometheus_server  # noqa: E402
+from tests.samplegen import FleetSpec, write_sample  # noqa: E402
 
 CONCURRENCY = (1, 4)  # 4 is PrometheusConfig's default
 

@@ -130,6 +130,7 @@ def day31_tsdb(workdir: Path, meta: dict, days: float) -> Path:
     """A Prometheus TSDB holding the last day of the fleet (built once per fleet, reused)."""
     from gpuinsight.sample import FleetSpec, build_fleet
     from gpuinsight.sample.openmetrics import write_openmetrics
+
     from tests.prom_server import backfill
 
     tsdb = workdir / f"days{int(days)}-{int(days) + 1}-tsdb"

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuinsight.sample import FleetSpec, write_sample  # noqa: E402
 from gpuinsight.sources.dcgm import FIELDS  # noqa: E402
 from gpuinsight.sources.prom import promql  # noqa: E402
 from tests.prom_server import backfill, prometheus_server  # noqa: E402
+from tests.samplegen import FleetSpec, write_sample  # noqa: E402
 
 STEP = 300
 

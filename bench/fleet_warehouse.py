@@ -1,6 +1,6 @@
 """A generated fleet as files, and its load into a warehouse: the common input of the benchmarks.
 
-``write_fleet_files`` turns the sample generator's fleet (``gpuinsight.sample``: the realistic
+``write_fleet_files`` turns the sample generator's fleet (``tests.samplegen``: the realistic
 mix of training, inference, notebooks, dev services, batch and nightly Volcano jobs, MIG, spot)
 into the files a benchmark starts from, so every contender reads the same bytes:
 
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from gpuinsight.gpumodels import canonical_gpu_model
-from gpuinsight.sample import FleetSpec, build_fleet, gpu_sample_frames, write_kubectl_dumps
-from gpuinsight.sample.fleet import Fleet
-from gpuinsight.sample.spec import INSTANCE_TYPES, SPOT_PRICE_FRACTION
+from tests.samplegen import FleetSpec, build_fleet, gpu_sample_frames, write_kubectl_dumps
+from tests.samplegen.fleet import Fleet
+from tests.samplegen.spec import INSTANCE_TYPES, SPOT_PRICE_FRACTION
 
 if TYPE_CHECKING:
     from gpuinsight.api import GpuInsight
@@ -200,7 +200,8 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
         return u.ru_utime + u.ru_stime
 
     spent = cpu if cpu is not None else {}
-    from gpuinsight.warehouse.rollup import rebuild_rollups
+    from gpuinsight.warehouse.pending import note_hours
+    from gpuinsight.warehouse.rollup import ROLLUPS, rollup_scope
     from gpuinsight.warehouse.samples import store_sample_relation, store_sample_rows
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0, "gpu_pod_steps": 0}
@@ -219,11 +220,14 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
                 rows["gpu_samples"] += int(span["n"].sum())
                 span = pl.concat([span.select("cluster", ts="lo"), span.select("cluster", ts="hi")])
             c1 = cpu_now()
-            by_rollup: dict[str, float] = {}
-            for table, n in rebuild_rollups(con, span, cpu_s=by_rollup).items():
-                rows[table] += n
-            for table, seconds in by_rollup.items():
-                spent[f"rollup:{table}"] = spent.get(f"rollup:{table}", 0.0) + seconds
+            if span.height:  # what rebuild_rollups does, each rollup timed
+                (ts_from, ts_to), clusters = rollup_scope(span)
+                note_hours(con, ts_from, ts_to)
+                for cluster in clusters:
+                    for table, rebuild in ROLLUPS:
+                        c = cpu_now()
+                        rows[table] += rebuild(con, ts_from, ts_to, cluster)
+                        spent[f"rollup:{table}"] = spent.get(f"rollup:{table}", 0.0) + cpu_now() - c
             c2 = cpu_now()
         # storing = inserting + committing (the commit writes the data); the rollup is the rest
         spent["store"] = spent.get("store", 0.0) + (c1 - c0) + (cpu_now() - c2)

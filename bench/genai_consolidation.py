@@ -32,14 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def run(gpus_per_node: int, step: int, production: bool) -> dict[str, Any]:
     import gpuinsight as gi
     from gpuinsight.rules.common import compute_peak
-    from gpuinsight.rules.engine import evaluate_plan, frames_for, needed_frames
+    from gpuinsight.rules.engine import evaluate_plan
     from tests.genai_trace import MEMORY_MIB, ffd_gpus, isolation_ffd_gpus, load_trace, memory_violations
 
     with tempfile.TemporaryDirectory(prefix="gi-genai-") as tmp, gi.open(Path(tmp) / "genai.duckdb") as g:
         t0 = time.perf_counter()
         info = load_trace(g.wh, gpus_per_node=gpus_per_node, step_s=step, production=production)
         g.refresh()
-        frames = frames_for(g, needed_frames())
+        frames = g.rule_frames()
         t1 = time.perf_counter()
         recs, ctx = evaluate_plan(frames)
         t2 = time.perf_counter()

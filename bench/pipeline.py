@@ -1,6 +1,6 @@
 """The whole pipeline at fleet scale: 10,000 GPUs x 30 days at a 5-minute step (~86 M GPU-steps).
 
-The fleet is the sample generator's realistic mix (``gpuinsight.sample``: training gangs,
+The fleet is the sample generator's realistic mix (``tests.samplegen``: training gangs,
 inference with MIG, notebooks, dev services, restarting and nightly Volcano jobs, spot nodes),
 replicated to about ``--gpus`` GPUs, with its Volcano Queues, PodGroups and Jobs, Karpenter
 NodePools and PDBs as kubectl dumps, so every rule has its inputs. It is generated once into

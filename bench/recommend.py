@@ -37,10 +37,9 @@ def child(db: Path) -> dict:
             runs.append({"recommend_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
                          "rules": dict(Counter(r.rule for r in plan.recommendations)),
                          "saving": plan.total_monthly_savings_usd, "by_basis": plan.savings_by_basis})
-        from gpuinsight.rules.engine import frames_for, needed_frames
 
         t0 = time.perf_counter()
-        frames_for(g, needed_frames())  # the share of a warm run spent in the SQL models
+        g.rule_frames()  # the share of a warm run spent in the SQL models
         frames_s = time.perf_counter() - t0
     return {"runs": runs, "frames_s": frames_s, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

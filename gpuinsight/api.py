@@ -1,18 +1,27 @@
-"""The notebook face: one object over the warehouse, the SQL models, the rules and reports.
+"""The facade: one object that owns the pipeline, over one warehouse.
 
     import gpuinsight as gi
-    wh = gi.open("fleet.duckdb")
-    wh.query("waste_breakdown", by="namespace")
+    g = gi.open("fleet.duckdb")
+    g.load(KubernetesDumps(Path("dumps/")))          # or collect_prometheus(...), load_sample()
+    g.query("waste_breakdown", by="namespace")
+    plan = g.recommend()                              # the rules (pure) over the models
+    print(g.diff(plan, g.prepare(plan)))              # actions against what the warehouse knows
+    g.report(Path("report.html"), plan=plan)
 
-The CLI is a thin layer over the same methods.
+It loads (every :class:`~gpuinsight.sources.base.Source` through the one write path, each write
+checked against the source's loading contracts), plans (:mod:`gpuinsight.rules.engine` evaluates;
+this object fetches the frames, attaches the actions and stores), emits, applies, diffs, rolls
+back, reports, exports and simulates. The CLI (:mod:`gpuinsight.cli`) is a thin layer over the
+same methods: it parses options and prints what they return.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +29,40 @@ import polars as pl
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
-from gpuinsight.sources.base import LoadReport
+from gpuinsight.plan import Plan
+from gpuinsight.sources.base import ContractGuard, LoadReport, Source
 from gpuinsight.sql import QueryRegistry, load_registry
 from gpuinsight.sql.incremental import IncrementalModels
 from gpuinsight.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from gpuinsight.rules.base import Plan
+    from gpuinsight.actions.audit import ApplyResult
+    from gpuinsight.actions.state import ClusterState
+    from gpuinsight.simulate import SimulationResult
     from gpuinsight.warehouse.writes import WriteSession
+
+# what --context / --from-dir give: one value for a plan of one cluster, or {cluster: value}
+Contexts = str | Mapping[str, str] | None
+
+
+@dataclass
+class Applied:
+    """What an apply did: the diff it was checked against, and each step's outcome."""
+
+    diff: str
+    result: ApplyResult
+
+    def text(self) -> str:
+        """As ``recommend --apply`` prints it: the diff, a line per step, the outcome and how to undo it."""
+        lines = [self.diff, ""] + [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}" for s in self.result.steps]
+        undo = f"; undo with: gpuinsight rollback {self.result.plan_id}" if self.result.steps else ""
+        return "\n".join([*lines, self.result.summary() + undo])
+
+
+def rollback_text(result: ApplyResult) -> str:
+    """What a rollback did, as ``gpuinsight rollback`` prints it: a line per step, then the outcome."""
+    lines = [f"{s.seq:>3} {s.status:<12} {s.operation:<10} {s.target}: {s.message}" for s in result.steps]
+    return "\n".join([*lines, result.summary()])
 
 
 def _tell(message: str) -> None:
@@ -179,25 +214,34 @@ class GpuInsight:
             self._stale = None
 
     # -- loading ---------------------------------------------------------------------------
+    def load(self, source: Source) -> Any:
+        """Load ``source`` in one write session (joining one under way): every write it makes is
+        checked against its loading contracts (table, key, write disposition), the models are
+        rebuilt, and the warehouse is committed and checkpointed before this returns. Returns the
+        source's load report(s)."""
+        guard = ContractGuard(source.name, source.contracts)
+        with self.writing() as session:
+            outer, session.guard = session.guard, guard
+            try:
+                return source.load(self.wh, self.config)
+            finally:
+                session.guard = outer
+
     def load_sample(self, folder: Path | None = None) -> list[LoadReport]:
         """Load a generated fleet (``sample_data/`` by default): metrics, dumps, prices."""
-        from gpuinsight.sources.sample_dir import load_sample_dir
+        from gpuinsight.sources.loaders import SampleFleet
 
-        with self.writing():
-            return load_sample_dir(self.wh, self.config, folder)
+        return self.load(SampleFleet(folder))  # type: ignore[no-any-return]
 
     def collect_prometheus(
-        self, since: datetime, until: datetime, step_s: int = 300, *, raw: bool = False
+        self, since: datetime | None, until: datetime | None, step_s: int = 300, *, raw: bool = False
     ) -> LoadReport:
         from gpuinsight.progress import Progress
-        from gpuinsight.sources.prometheus import PrometheusSource
+        from gpuinsight.sources.loaders import PrometheusHistory
 
         progress = Progress(self.config.progress).window(since, until)
-        source = PrometheusSource(self.config, matchers=dict(self.config.prometheus.matchers) or None,
-                                  on_commit=progress.on_commit)
         try:
-            with self.writing():
-                return source.collect(self.wh, since, until, step_s, raw=raw)
+            return self.load(PrometheusHistory(since, until, step_s, raw, on_commit=progress.on_commit))  # type: ignore[no-any-return]
         finally:
             progress.close()
 
@@ -205,20 +249,18 @@ class GpuInsight:
                            as_of: datetime | None = None) -> LoadReport:
         """A live read (``context``) or kubectl dumps (``from_dir``, taken at ``as_of``: default
         their files' modification time)."""
-        from gpuinsight.sources import kubernetes
+        from gpuinsight.sources.loaders import KubernetesDumps, KubernetesLive
 
-        with self.writing():
-            if from_dir is not None:
-                return kubernetes.load_dump_dir(self.wh, self.config, Path(from_dir), observed_at=as_of)
-            return kubernetes.collect_live(self.wh, self.config, context=context)
+        if from_dir is not None:
+            return self.load(KubernetesDumps(Path(from_dir), as_of))  # type: ignore[no-any-return]
+        return self.load(KubernetesLive(context))  # type: ignore[no-any-return]
 
     def collect_prices(self, *, catalog: Path | None = None, aws_region: str | None = None) -> LoadReport:
-        from gpuinsight.sources import prices
+        from gpuinsight.sources.loaders import AwsPrices, PriceCatalog
 
-        with self.writing():
-            if aws_region:
-                return prices.load_aws(self.wh, self.config, aws_region)
-            return prices.load_catalog(self.wh, self.config, catalog)
+        if aws_region:
+            return self.load(AwsPrices(aws_region))  # type: ignore[no-any-return]
+        return self.load(PriceCatalog(catalog))  # type: ignore[no-any-return]
 
     def set_energy_rate(self, region: str, usd_per_kwh: float, kg_co2e_per_kwh: float, *,
                         source: str | None = None) -> None:
@@ -250,33 +292,233 @@ class GpuInsight:
             yield
 
     def import_alibaba_openb(self, pods: Path, nodes: Path) -> LoadReport:
-        from gpuinsight.sources.alibaba import import_openb
+        from gpuinsight.sources.loaders import AlibabaOpenb
 
-        with self.writing():
-            return import_openb(self.wh, self.config, Path(pods), Path(nodes))
+        return self.load(AlibabaOpenb(Path(pods), Path(nodes)))  # type: ignore[no-any-return]
 
-    # -- deciding and acting ---------------------------------------------------------------
-    def recommend(self, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
-        """Run the rules: a plan, not stored (see :meth:`store_plan`)."""
-        from gpuinsight.rules.engine import run_rules
+    # -- deciding --------------------------------------------------------------------------
+    def rule_frames(self, names: Iterable[str] | None = None) -> dict[str, pl.DataFrame]:
+        """The models the rules read (every one a plan needs, by default), as this warehouse
+        answers them over the configured window."""
+        from gpuinsight.rules.engine import needed_frames
 
-        return run_rules(self, settings or self.config.rule_settings)
+        return {name: self.query(name) for name in sorted(needed_frames() if names is None else names)}
+
+    def recommend(self, settings: Mapping[str, Mapping[str, Any]] | None = None) -> Plan:
+        """Run the rules (``settings``: {rule: {setting: value}}, else the configured ones): a
+        plan whose findings carry their actions as built from what the warehouse recorded (no
+        cluster is contacted), with a note when GPUs measured are on no known node. Not stored
+        (:meth:`store_plan`)."""
+        from gpuinsight.actions.prepare import actions_from_warehouse
+        from gpuinsight.rules.engine import make_plan, resolve_all
+
+        settings = settings or self.config.rule_settings
+        resolve_all(settings)  # bad settings fail before any query runs
+        plan = make_plan(self.rule_frames(), settings)
+        actions_from_warehouse(self.wh, plan)
+        note = self.coverage_note()
+        if note:  # node-level rules cannot see those GPUs
+            plan.notes.append(note)
+        return plan
+
+    def coverage_note(self) -> str | None:
+        """GPUs DCGM measured that are on no node of the inventory (None when there are none)."""
+        from gpuinsight.sources.gpu_nodes import unmatched_note
+
+        summary = self.query("fleet_summary")
+        return unmatched_note(summary.row(0, named=True)) if summary.height else None
 
     def store_plan(self, plan: Plan) -> None:
-        """Keep the plan's recommendations in the warehouse (``recommendations``): a write."""
-        from gpuinsight.rules.engine import store_plan
+        """Keep the plan in the warehouse (``plans`` and its ``recommendations``): a write."""
+        from gpuinsight.plan.store import store_plan
 
         with self.wh.writing():
             store_plan(self.wh, plan)
 
+    def stored_plan(self, plan_id: str | None = None) -> Plan | None:
+        """The plan stored under ``plan_id`` (default: the newest), or None."""
+        from gpuinsight.plan.store import stored_plan
+
+        return stored_plan(self.wh, plan_id)
+
+    def save_plan(self, plan: Plan, path: Path) -> str:
+        """Write the plan file for review (atomically) and record it, with the plan, as the
+        reviewed version of its id, in one write; returns its SHA-256 (``recommend --save-plan``)."""
+        import os
+        import tempfile
+
+        from gpuinsight.plan.io import plan_text
+        from gpuinsight.plan.store import record_review, store_plan
+
+        text = plan_text(plan)
+        path = Path(path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", dir=path.parent or Path("."))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot write the plan: {exc.strerror}") from None
+        with self.wh.writing():  # the review record and the plan, in one commit
+            digest = record_review(self.wh, plan, str(path))
+            store_plan(self.wh, plan)
+        return digest
+
+    def load_plan(self, path: Path, *, check_review: bool = False) -> Plan:
+        """A plan file, every field checked (BadInput naming the field); with ``check_review``,
+        refused unless it is exactly the plan saved for review under its id here."""
+        from gpuinsight.plan.io import load_plan
+        from gpuinsight.plan.store import check_reviewed
+
+        plan = load_plan(path)
+        if check_review:
+            check_reviewed(self.wh, plan, str(path))
+        return plan
+
+    def plan_file_to_render(self, path: Path) -> tuple[Plan, str | None]:
+        """A plan file to render as a report, and a warning: refused when it is not the plan saved
+        for review under its id (an edited saving would be shown as the tool's figure; ``--apply``
+        refuses it too); one never saved here is rendered with a warning (also in its notes)."""
+        from gpuinsight.plan.store import check_reviewed, was_reviewed
+
+        plan = self.load_plan(path)
+        if was_reviewed(self.wh, plan):
+            check_reviewed(self.wh, plan, str(path))
+            return plan, None
+        note = (f"plan {plan.plan_id} ({Path(path).name}) was never saved for review in this warehouse: its figures "
+                "are the file's own, not checked against a reviewed plan")
+        plan.notes.append(note)
+        return plan, note
+
+    def plan_to_render(self, settings: Mapping[str, Mapping[str, Any]] | None = None) -> Plan:
+        """The plan a report renders when given none: the newest stored plan when it judged the
+        window the report shows (same start and end; a stored plan of another window, or of
+        other data, would not match the charts), else the rules run now with ``settings`` (the
+        configured ones by default), not stored; the report's notes say which and why. Given
+        ``settings``, the rules always run."""
+        stored = None if settings else self.stored_plan()
+        window = self.query("analysis_window")
+        now = (window["window_start"].min(), window["window_end"].max()) if window.height else (None, None)
+        if stored is not None and tuple(_naive(t) for t in stored.window) == tuple(_naive(t) for t in now):
+            stored.notes.insert(0, f"findings of plan {stored.plan_id}, stored {_when(stored.created_at)} "
+                                   "(the rules did not run for this report)")
+            return stored
+        plan = self.recommend(settings)
+        if settings:
+            why = "the rules ran for this report with the settings given"
+        elif stored is None:
+            why = ("no plan is stored in this warehouse (`recommend --save-plan`, `--apply` and `demo` store one): "
+                   "the rules ran for this report with the configured settings")
+        else:
+            why = (f"the newest stored plan, {stored.plan_id}, judged {_when(stored.window[0])} to "
+                   f"{_when(stored.window[1])}, not this report's window: the rules ran for this report")
+        plan.notes.insert(0, why + f"; its plan {plan.plan_id} is not stored")
+        return plan
+
+    # -- acting ----------------------------------------------------------------------------
+    def prepare(self, plan: Plan, *, contexts: Contexts = None, dumps: Contexts = None) -> dict[str, ClusterState]:
+        """Rebuild every finding's actions against the best state of its cluster there is: live
+        objects (``contexts``: its kube context), kubectl dumps (``dumps``: a folder), else what
+        the warehouse recorded; returns the state of each cluster to diff against."""
+        from gpuinsight.actions.clients import kubes_for
+        from gpuinsight.actions.prepare import prepare_plan
+
+        clusters = {r.cluster for r in plan.recommendations}
+        kube = kubes_for(contexts, clusters) if contexts else None
+        return prepare_plan(plan, self.wh, kube=kube, dump_dir=dumps)
+
+    def reviewed_state(self, plan: Plan, *, contexts: Contexts = None) -> dict[str, ClusterState]:
+        """The state a reviewed plan's actions are shown against (its actions are not rebuilt):
+        live where a context is given, else as the warehouse recorded it."""
+        from gpuinsight.actions.clients import kubes_for
+        from gpuinsight.actions.prepare import reviewed_state
+
+        kube = kubes_for(contexts, {r.cluster for r in plan.recommendations}) if contexts else None
+        return reviewed_state(plan, self.wh, kube=kube)
+
+    @staticmethod
+    def diff(plan: Plan, states: Mapping[str, ClusterState]) -> str:
+        """Every finding with its actions, each as a diff against its cluster's state."""
+        from gpuinsight.actions.diff import diff_plan
+
+        return diff_plan(plan, states)
+
+    @staticmethod
+    def emit(plan: Plan, folder: Path, *, only: Iterable[str] | None = None,
+             contexts: Contexts = None) -> list[Path]:
+        """Write the plan's changes (or those of the findings in ``only``) as files under
+        ``folder``, a folder per cluster, with ``steps.sh`` naming each cluster's kube context."""
+        from gpuinsight.actions.emit import emit
+
+        return emit(plan, folder, only=finding_ids(plan, only),
+                    contexts=dict(contexts) if isinstance(contexts, Mapping) else contexts)
+
+    def apply(self, plan: Plan, *, contexts: Contexts = None, only: Iterable[str] | None = None,
+              reviewed: bool = False, max_age: timedelta = timedelta(hours=24)) -> Applied:
+        """Change the clusters: a fresh plan's actions are rebuilt from the live objects first, a
+        reviewed plan's (``reviewed``: loaded with :meth:`load_plan` ``check_review``) applied
+        exactly as they are; server-side dry run of everything, then each change, recorded for
+        :meth:`rollback`. Each cluster the chosen findings change needs its context."""
+        from gpuinsight.actions import audit
+        from gpuinsight.actions.apply import apply_plan
+        from gpuinsight.actions.builders import ordered_actions
+        from gpuinsight.actions.clients import eks_for, kubes_to_apply
+        from gpuinsight.actions.diff import diff_plan
+        from gpuinsight.actions.prepare import prepare_plan, reviewed_state
+
+        wanted = finding_ids(plan, only)
+        chosen = sorted(wanted) if wanted else None
+        kubes = kubes_to_apply(plan, contexts, chosen)
+        states = reviewed_state(plan, self.wh, kube=kubes) if reviewed else prepare_plan(plan, self.wh, kube=kubes)
+        text = diff_plan(plan, states)
+        actions = ordered_actions(plan, wanted)
+        result = audit.recorded(self.wh, lambda: apply_plan(plan, kubes, self.wh, eks=eks_for(self.wh, actions),
+                                                            max_age=max_age, only=chosen))
+        return Applied(text, result)
+
+    def rollback(self, plan_id: str, *, contexts: Contexts = None, force: bool = False) -> ApplyResult:
+        """Revert what an apply of ``plan_id`` changed, newest first, each change through its own
+        cluster's context (``force``: also a field that changed again since)."""
+        from gpuinsight.actions import audit
+        from gpuinsight.actions.apply import rollback
+        from gpuinsight.actions.clients import eks_for, kubes_for
+        from gpuinsight.actions.clusters import action_cluster
+
+        rows = audit.rows(self.wh, plan_id, ("applied",))
+        actions = [r["applied"].get("action") or {} for r in rows]
+        kube_clusters = {action_cluster(a) for a in actions if a.get("type") != "aws-eks"}
+        kubes = kubes_for(contexts, kube_clusters, required=kube_clusters) if kube_clusters and contexts else None
+        return audit.recorded(self.wh, lambda: rollback(plan_id, kubes, self.wh, eks=eks_for(self.wh, actions),
+                                                        force=force))
+
+    # -- reporting, exporting, simulating --------------------------------------------------
     def report(self, out: Path, *, plan: Plan | None = None, png_dir: Path | None = None,
                upload: str | None = None, cluster: str | None = None) -> Path:
         """Write the waste & savings report of the whole fleet, or of ``cluster`` alone; its
-        findings are ``plan`` (e.g. ``self.recommend(settings)``), else the rules run with the
-        configured settings."""
+        findings are ``plan``, else :meth:`plan_to_render`'s."""
         from gpuinsight.reports.html import write_report
 
-        return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
+        with self.reusing_answers():  # the rules' models feed the charts too
+            plan = plan if plan is not None else self.plan_to_render()
+            return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
+
+    def export(self, dest: str) -> Iterator[str]:
+        """Write the warehouse's tables as hive-partitioned Parquet (by cluster and day) to a folder
+        or ``s3://bucket/prefix``; yields a line per table."""
+        from gpuinsight.warehouse.export import export_tables
+
+        yield from export_tables(self.wh, dest)
+
+    @staticmethod
+    def simulate(pods: Path, nodes: Path, policy: str, *, seed: int = 42) -> SimulationResult:
+        """What-if replay of a scheduling trace (openb CSVs) under a placement policy: needs no
+        warehouse. A bad trace or policy is bad input."""
+        from gpuinsight import simulate as sim
+
+        try:
+            return sim.run_simulation(pods, nodes, policy, seed=seed)
+        except (sim.TraceError, ValueError) as exc:
+            raise BadInput(str(exc)) from exc
 
     def close(self) -> None:
         self.wh.close()
@@ -286,6 +528,27 @@ class GpuInsight:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def finding_ids(plan: Plan, only: Iterable[str] | None) -> set[str] | None:
+    """``only`` as a set of the plan's finding ids (BadInput naming one it does not have)."""
+    if not only:
+        return None
+    wanted = set(only)
+    unknown = sorted(wanted - {r.id for r in plan.recommendations})
+    if unknown:
+        raise BadInput(f"--only {unknown[0]}: plan {plan.plan_id} has no such recommendation")
+    return wanted
+
+
+def _naive(t: Any) -> Any:
+    from datetime import UTC
+
+    return t.astimezone(UTC).replace(tzinfo=None) if isinstance(t, datetime) and t.tzinfo else t
+
+
+def _when(t: Any) -> str:
+    return t.strftime("%Y-%m-%d %H:%M UTC") if isinstance(t, datetime) else str(t)
 
 
 def model_catalog(registry: QueryRegistry | None = None) -> pl.DataFrame:

@@ -82,7 +82,7 @@ def db_option(fn: F) -> F:
 
 
 def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from gpuinsight.rules.typed import cluster_name
+    from gpuinsight.plan.schema import cluster_name
 
     try:
         cluster_name(value, "--cluster")
@@ -370,19 +370,10 @@ def import_openb(db: Path | None, pods: Path, nodes: Path) -> None:
 @handle_errors
 def simulate(pods: Path, nodes: Path, policy: str, seed: int, fmt: str) -> None:
     """What-if replay of a scheduling trace under a placement policy (FGD paper metrics)."""
-    from gpuinsight import simulate as sim
+    from gpuinsight.api import GpuInsight
 
-    try:
-        result = sim.run_simulation(pods, nodes, policy, seed=seed)
-    except sim.TraceError as exc:
-        raise BadInput(str(exc)) from exc
-    except ValueError as exc:
-        raise BadInput(str(exc)) from exc
-    data = result.to_dict()
-    if fmt == "json":
-        click.echo(json.dumps(data, indent=2, default=str))
-    else:
-        click.echo(sim.format_table(data) if hasattr(sim, "format_table") else json.dumps(data, indent=2, default=str))
+    result = GpuInsight.simulate(pods, nodes, policy, seed=seed)
+    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if fmt == "json" else result.format_table())
 
 
 # -- query -------------------------------------------------------------------------------------
@@ -449,34 +440,98 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
               do_apply: bool, context: tuple[str, ...], window: str | None, save_plan: Path | None,
               plan_file: Path | None, only: tuple[str, ...], from_dir: tuple[str, ...]) -> None:
     """Run the rules: findings with evidence and monthly savings; optionally emit or apply."""
-    from gpuinsight.recommend_cli import cluster_option_values, dump_dirs, run_plan_offline, run_recommend
-
-    contexts = cluster_option_values(context, "--context")
-    dumps = dump_dirs(from_dir)
-
-    if only and not (do_apply or emit_dir):
-        raise BadInput("--only goes with --apply or --emit")
-    if plan_file is None:  # bad settings are bad usage, whatever the warehouse holds
-        from gpuinsight.recommend_cli import load_settings
-        from gpuinsight.rules.engine import resolve_all
-
-        resolve_all(load_settings(config_file, sets))
-    if plan_file is not None and not do_apply and save_plan is None and not contexts:
-        run_plan_offline(plan_file, fmt=fmt, emit_dir=emit_dir, only=list(only))  # no warehouse needed
-        return
     import contextlib
     import io
 
+    from gpuinsight.api import finding_ids
+    from gpuinsight.plan.render import render
+
+    contexts = parse_cluster_option(context, "--context")
+    dumps = dump_dirs(from_dir)
+    if only and not (do_apply or emit_dir):
+        raise BadInput("--only goes with --apply or --emit")
+    if plan_file is not None and (config_file or sets):
+        raise BadInput("--plan uses a reviewed plan: --config and --set do not apply")
+    if plan_file is not None and from_dir:
+        raise BadInput("--plan uses a reviewed plan: --from-dir does not apply")
+    settings = None if plan_file is not None else rule_settings(config_file, sets)  # bad usage, whatever the db holds
+    if plan_file is not None and not do_apply and save_plan is None and not contexts:
+        # print or emit a plan file: no warehouse needed
+        from gpuinsight.plan.io import load_plan
+
+        plan = load_plan(plan_file)
+        finding_ids(plan, only)
+        click.echo(render(plan, fmt), nl=fmt != "csv")
+        if emit_dir is not None:
+            _emitted(plan, emit_dir, fmt, only, None)
+        return
     writes = do_apply or save_plan is not None  # the plan store and the audit trail
     # a reader prints once it has let go of the file (a reader stuck on a full pipe would hold up
     # writers); a writer's output goes out as it happens
     output = io.StringIO()
     with open_gi(db, need_data=plan_file is None, write=writes, window_days=window_days(window)) as gi, \
             contextlib.redirect_stdout(output) if not writes else contextlib.nullcontext():
-        run_recommend(gi, fmt=fmt, config_file=config_file, sets=sets, emit_dir=emit_dir,
-                      do_apply=do_apply, context=contexts, save_plan=save_plan, plan_file=plan_file,
-                      only=list(only), from_dir=dumps)
+        if plan_file is not None:
+            plan = gi.load_plan(plan_file, check_review=do_apply)
+        else:
+            plan = gi.recommend(settings)
+            note = gi.coverage_note()
+            if note:  # stderr keeps json/yaml/csv clean
+                click.echo(f"note: {note}", err=True)
+        finding_ids(plan, only)
+        state = None
+        if not do_apply and (fmt == "table" or save_plan is not None or emit_dir is not None):
+            if plan_file is None:  # actions built against the best state there is
+                state = gi.prepare(plan, contexts=contexts, dumps=dumps)
+            elif fmt == "table":
+                state = gi.reviewed_state(plan, contexts=contexts)
+        if save_plan is not None:
+            digest = gi.save_plan(plan, save_plan)
+            click.echo(f"wrote plan {plan.plan_id} to {save_plan} (sha256 {digest}); after review apply exactly it "
+                       f"with `gpuinsight recommend --plan {save_plan} --apply`", err=True)
+        click.echo(render(plan, fmt), nl=fmt != "csv")
+        if fmt == "table" and plan.recommendations and state is not None:
+            click.echo("\n" + gi.diff(plan, state))
+        if emit_dir is not None:
+            _emitted(plan, emit_dir, fmt, only, contexts)
+        if do_apply:
+            applied = gi.apply(plan, contexts=contexts, only=list(only) or None, reviewed=plan_file is not None)
+            click.echo(applied.text(), err=fmt != "table")
     click.echo(output.getvalue(), nl=False)
+
+
+def _emitted(plan: Any, emit_dir: Path, fmt: str, only: tuple[str, ...], contexts: Any) -> None:
+    from gpuinsight.api import GpuInsight
+
+    written = GpuInsight.emit(plan, emit_dir, only=only or None, contexts=contexts)
+    click.echo(f"wrote plan {plan.plan_id} to {emit_dir} ({len(written)} files, a folder per cluster; run it with "
+               f"`sh {emit_dir / 'steps.sh'}`, README.md says what each step does and the kube context each "
+               f"cluster needs)", err=fmt != "table")
+
+
+def rule_settings(config_file: Path | None, sets: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``--config FILE`` and ``--set rule.setting=value``, checked against the rules (bad usage)."""
+    from gpuinsight.rules.engine import resolve_all
+    from gpuinsight.rules.settings import read_settings
+
+    settings = read_settings(config_file, sets)
+    resolve_all(settings)
+    return settings
+
+
+def dump_dirs(values: tuple[str, ...]) -> str | dict[str, str] | None:
+    """``--from-dir DIR`` or ``--from-dir CLUSTER=DIR`` (each an existing folder)."""
+    parsed = parse_cluster_option(values, "--from-dir")
+    for folder in ([parsed] if isinstance(parsed, str) else list((parsed or {}).values())):
+        if not Path(folder).is_dir():
+            raise BadInput(f"--from-dir {folder}: not a directory of kubectl dumps")
+    return parsed
+
+
+def parse_cluster_option(values: tuple[str, ...] | str | None, flag: str) -> str | dict[str, str] | None:
+    from gpuinsight.actions.clusters import parse_cluster_option as parse
+
+    return parse(values, flag)
 
 
 @main.command()
@@ -490,11 +545,12 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
 @handle_errors
 def rollback(db: Path | None, plan_id: str, context: tuple[str, ...], force: bool) -> None:
     """Revert what an apply changed, newest change first, each change in its own cluster."""
-    from gpuinsight.recommend_cli import cluster_option_values, run_rollback
+    from gpuinsight.api import rollback_text
 
-    contexts = cluster_option_values(context, "--context")
+    contexts = parse_cluster_option(context, "--context")
     with open_gi(db, write=True) as gi:
-        run_rollback(gi, plan_id, context=contexts, force=force)
+        result = gi.rollback(plan_id, contexts=contexts, force=force)
+    click.echo(rollback_text(result))
 
 
 @main.command()
@@ -506,12 +562,7 @@ def rules() -> None:
     for rule in SETTING_GROUPS:
         click.echo(f"{rule.name}: {rule.summary}")
         for s in rule.settings:
-            bounds = f" [{_number(s.bounds[0])}..{_number(s.bounds[1])}]" if s.bounds else ""
-            click.echo(f"  {rule.name}.{s.name} = {s.default!r}{bounds}  {s.help}")
-
-
-def _number(x: float) -> str:
-    return f"{int(x):,}" if x == int(x) else f"{x:g}"
+            click.echo(f"  {rule.name}.{s.name} = {s.default!r} {s.describe()}  {s.help}")
 
 
 # -- report / export ---------------------------------------------------------------------------
@@ -532,32 +583,23 @@ def _number(x: float) -> str:
 def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None, s3_endpoint_url: str | None,
            window: str | None, cluster: str | None, config_file: Path | None, sets: tuple[str, ...],
            plan_file: Path | None) -> None:
-    """The waste & savings report: one self-contained HTML file, with the findings of the rules
-    run with the given settings (as `recommend`) or of a saved plan."""
-    from gpuinsight.recommend_cli import plan_from_cli
-
-    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window)
-                 ) as gi, gi.reusing_answers():  # the rules' models feed the charts too
-        plan = plan_from_cli(gi, config_file=config_file, sets=sets, plan_file=plan_file)
+    """The waste & savings report: one self-contained HTML file. Its findings are the plan given
+    (--plan), the rules run with the settings given (--config/--set), else the newest stored plan
+    when it judged the window shown (else the rules run now): the report's notes say which."""
+    settings = rule_settings(config_file, sets) if config_file or sets else None
+    if plan_file is not None and settings is not None:
+        raise BadInput("--plan uses a reviewed plan: --config and --set do not apply")
+    with open_gi(db, need_data=True, s3_endpoint_url=s3_endpoint_url, window_days=window_days(window)) as gi, \
+            gi.reusing_answers():  # the rules' models feed the charts too
         if plan_file is not None:
-            checked_plan_file(gi, plan, plan_file)
+            plan, warning = gi.plan_file_to_render(plan_file)
+            if warning:
+                click.echo(f"gpuinsight: warning: {warning}", err=True)
+        else:
+            plan = gi.plan_to_render(settings)
+            click.echo(f"note: {plan.notes[0]}", err=True)
         path = gi.report(out, plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
         click.echo(f"wrote {path}")
-
-
-def checked_plan_file(gi: Any, plan: Any, plan_file: Path) -> None:
-    """A plan file rendered as a report: refused when it is not the plan saved for review under
-    its id (an edited saving would be shown as the tool's figure; ``--apply`` refuses it too);
-    one never saved here is rendered with a warning, in the report and on stderr."""
-    from gpuinsight.actions.planio import check_reviewed, was_reviewed
-
-    if was_reviewed(gi.wh, plan):
-        check_reviewed(gi.wh, plan, str(plan_file))
-        return
-    note = (f"plan {plan.plan_id} ({plan_file.name}) was never saved for review in this warehouse: its figures are "
-            "the file's own, not checked against a reviewed plan")
-    plan.notes.append(note)
-    click.echo(f"gpuinsight: warning: {note}", err=True)
 
 
 @main.command()
@@ -566,10 +608,8 @@ def checked_plan_file(gi: Any, plan: Any, plan_file: Path) -> None:
 @handle_errors
 def export(db: Path | None, dest: str) -> None:
     """Write warehouse tables as hive-partitioned Parquet (by cluster and day)."""
-    from gpuinsight.warehouse.export import export_tables
-
     with open_gi(db, need_data=True) as gi:
-        for line in export_tables(gi.wh, dest):
+        for line in gi.export(dest):
             click.echo(line)
 
 

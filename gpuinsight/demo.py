@@ -12,9 +12,10 @@ import polars as pl
 from gpuinsight.api import GpuInsight
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
+from gpuinsight.plan import Plan
+from gpuinsight.plan.render import plan_json
 from gpuinsight.progress import Progress
 from gpuinsight.reports import ray_keda, signals
-from gpuinsight.rules.base import Plan
 from gpuinsight.sources.gpu_nodes import unmatched_note
 from gpuinsight.warehouse.writes import clear_tables, data_tables
 
@@ -37,7 +38,7 @@ def run_demo(config: Config, out: Path, sample: Path | None = None, *, replace: 
 
 
 def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool, created: bool) -> tuple[str, Path, str]:
-    from gpuinsight.sources.sample_dir import load_sample_dir
+    from gpuinsight.sources.loaders import SampleFleet
 
     progress = Progress(gi.config.progress)
     progress.stage("loading the sample fleet")
@@ -47,7 +48,7 @@ def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool, create
             _check_replaceable(gi, tables, replace)
             kept = _kept_records(gi)
             clear_tables(gi.wh, tables)
-            loads = load_sample_dir(gi.wh, gi.config, sample)
+            loads = gi.load(SampleFleet(sample))
             _mark_demo(gi, tables, sample)
     except BaseException:
         if created:  # the state before was no file: remove the empty one while still holding it
@@ -57,7 +58,7 @@ def _build(gi: GpuInsight, out: Path, sample: Path | None, replace: bool, create
     progress.stage("running the rules")
     plan = gi.recommend()
     gi.store_plan(plan)
-    (out / "recommendations.json").write_text(json.dumps(plan.to_json_obj(), indent=2, default=str) + "\n")
+    (out / "recommendations.json").write_text(plan_json(plan) + "\n")
     progress.stage("writing the report")
     report = gi.report(out / "report.html", plan=plan)
     progress.close()

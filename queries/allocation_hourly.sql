@@ -5,6 +5,10 @@
 -- materialize: table
 -- partition: hour
 -- depends: pod_gpu_allocations, node_hours, pod_gpu_shares
+-- columns: cluster, hour, uid, namespace, pod, workload_kind, workload, node, node_pool, capacity_type,
+--   instance_type, zone, gpu_model, queue, cluster_queue, podgroup, vcjob, team, alloc_kind, fractional,
+--   gpu_request, mig_profile, mig_request, gpus, covered_s, gpu_hours, usd_per_gpu_hour, list_usd,
+--   gr_active_avg, gr_active_max, sm_active_avg, sm_active_max, fb_used_max_mib, gpus_seen
 -- description: GPUs held per pod-hour (their shares of GPUs, pod_gpu_shares, prorated for partial
 --   hours) with the node's capacity type and price share, joined to what DCGM measured on the
 --   pod's GPUs that hour. The shares of one known physical GPU (a HAMi device, a KAI GPU group, a

@@ -2,6 +2,7 @@
 -- grain: one row per cluster: the time span the warehouse holds data for it
 -- materialize: table
 -- depends: pod_gpu_shares
+-- columns: cluster, window_start, window_end, step_s, hours, catalog, catalog_as_of
 -- description: start and end of each cluster's loaded data (from its GPU samples, else its
 --   GPU pods' lifetimes), its sample step, and the price catalog in force (the most recently
 --   loaded one, the same for every cluster). Every cost model reads its cluster's window and

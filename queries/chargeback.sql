@@ -7,6 +7,7 @@
 -- param: queue VARCHAR = NULL -- only this Volcano queue
 -- param: node_pool VARCHAR = NULL -- only this node pool
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: cluster, group, total_usd, used_usd, idle_usd, unmeasured_usd, gpu_hours, idle_share
 -- description: what each group costs and how much of it was idle. Unlike OpenCost and
 --   Kubecost, which count only unallocated capacity as idle, the idle and underused cost of
 --   requested GPUs is charged to whoever requested them (idle_usd); unallocated capacity is a

@@ -1,5 +1,7 @@
 -- name: disruption_controls
 -- grain: one row per workload that held GPUs in the window
+-- columns: cluster, namespace, workload_kind, workload, vcjob, pod_labels, pods, max_retry, min_available,
+--   policies, tasks, pdb_selectors
 -- description: what says a workload tolerates interruption: its Volcano Job lifecycle
 --   policies (job- and task-level; e.g. PodEvicted -> RestartTask), maxRetry and minAvailable,
 --   the PodDisruptionBudget selectors of its namespace and a sample of its pod labels (the

@@ -4,6 +4,7 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: cluster, group, energy_kwh, usd, kg_co2e, share_from_counter
 -- description: GPU energy per team, namespace, queue or workload (energy_hourly), priced with the
 --   region's $/kWh and carbon intensity (energy_rates; '*' where the region is not listed).
 --   In the cloud the energy is inside the instance price: usd is what that energy is worth at the

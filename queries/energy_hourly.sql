@@ -2,6 +2,8 @@
 -- grain: one row per cluster, clock hour, node and holder (namespace, workload; NULL = no holder)
 -- materialize: table
 -- depends: pod_gpu_allocations, pod_gpu_shares
+-- columns: cluster, hour, node, region, namespace, workload_kind, workload, queue, cluster_queue, team,
+--   energy_kwh, energy_kwh_from_counter, gpus
 -- description: GPU energy per holder and hour. A GPU-step's joules come from DCGM's energy counter
 --   (gpu_energy_samples, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION) where scraped, else its power
 --   reading x the step (DCGM_FI_DEV_POWER_USAGE; MIG instances repeat their GPU's, so the GPU

@@ -3,6 +3,10 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster (default: the whole fleet)
+-- columns: clusters, gpus, nodes, window_start, window_end, hours, gpu_hours, allocated_gpu_hours,
+--   used_gpu_hours, total_usd, used_usd, idle_usd, underused_usd, unallocated_usd, unmeasured_usd,
+--   monthly_spend_usd, monthly_waste_usd, unpriced_node_hours, unmatched_gpus, unmatched_gpu_hours,
+--   unmatched_usd, unmatched_unpriced_gpus, catalog, catalog_as_of
 -- description: the headline numbers: clusters, GPUs, nodes, window, GPU-hours (capacity, allocated,
 --   used), cost by bucket, monthly run rates (730 h; each cluster's cost over its own hours of
 --   data, then summed), and the price catalog they came from. gpus counts the inventory's GPUs

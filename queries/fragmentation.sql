@@ -3,6 +3,8 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: hour, cluster, node_pool, free_gpus_partial_nodes, free_gpus_empty_nodes, partial_nodes,
+--   empty_nodes, nodes, gpus
 -- description: where the free GPUs are: scattered over partly used nodes (fragmented: a job
 --   needing a whole node cannot use them) versus on whole empty nodes (reclaimable), per node
 --   pool and hour. A node counts as empty below 0.01 GPUs allocated on average that hour.

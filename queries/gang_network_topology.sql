@@ -1,5 +1,6 @@
 -- name: gang_network_topology
 -- grain: one row per Volcano Job or PodGroup that sets spec.networkTopology
+-- columns: cluster, namespace, gang, source, network_topology
 -- description: the network topology constraint a gang already asks Volcano for (mode hard or
 --   soft, highestTierAllowed or highestTierName), from the Job's spec or its PodGroup's; the
 --   topology rule does not recommend what is already asked.

@@ -3,6 +3,7 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: cluster, node, node_pool, hour, gr_active_avg, allocated_gpus, gpu_count
 -- description: node-level GR engine activity per hour (mean over the node's GPUs; MIG
 --   instances weighted by their compute slices / 7) and GPUs allocated that hour, for the fleet
 --   utilization heatmap.

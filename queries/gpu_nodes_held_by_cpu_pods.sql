@@ -1,5 +1,8 @@
 -- name: gpu_nodes_held_by_cpu_pods
 -- grain: one row per GPU node that pods asking for no GPU kept up while no pod held any of its GPUs
+-- columns: cluster, node, node_pool, node_pool_kind, instance_type, gpu_model, gpu_count, gpu_tainted,
+--   taints, held_hours_touched, held_hours, held_usd, window_hours, usd_per_hour, present_at_end, pods,
+--   gpu_workloads
 -- description: the node-hours an autoscaler could have removed but for pods that need no GPU: hours
 --   of a GPU node in which no pod held a GPU share (allocation_hourly) while at least one pod
 --   with no GPU share ran on it. DaemonSet pods (they run on every node and never keep one up)

@@ -3,6 +3,9 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- materialize: default
+-- columns: cluster, namespace, workload_kind, workload, ray_group, hours_held, idle_hours, unmeasured_hours,
+--   gpu_hours, cost_usd, pods_max, pods_active_min, days_observed, weeks_observed, first_hour, last_hour,
+--   stretches, hour_of_week, node_gpu_hours
 -- description: when each workload's GPUs sat idle, hour by hour. An hour is idle when the
 --   workload held GPUs all through it (covered_s 3600 on each pod-hour row) and DCGM measured
 --   all of them and none went above 1 % GR engine activity in any step (the hourly max: the

@@ -1,6 +1,7 @@
 -- name: kueue_pod_queues
 -- grain: one row per pod (uid) that Kueue admitted to a ClusterQueue
 -- materialize: table
+-- columns: cluster, uid, cluster_queue, workload, podset
 -- key: cluster, uid
 -- description: which Kueue ClusterQueue (and Workload) a pod's GPUs are charged to: its
 --   kueue.x-k8s.io/cluster-queue-name label (Kueue >= 0.13 sets it), else its LocalQueue

@@ -2,6 +2,10 @@
 -- grain: one row per Kueue ClusterQueue, flavor and resource it holds a quota for
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, cluster_queue, cohort, flavor, resource, gpu_resource, gpus_per_unit, nominal_quota,
+--   borrowing_limit, lending_limit, used_avg, used_p95, used_max, hours_used, source, reserved_now,
+--   borrowed_now, largest_workload_need, largest_pending_need, live_workloads, pending_workloads,
+--   flavors_of_resource, api_version
 -- description: each ClusterQueue's quota (nominalQuota, borrowingLimit, lendingLimit, cohort)
 --   against what its workloads used, in the resource's own unit (nvidia.com/gpu devices, HAMi
 --   gpucores %, gpumem MiB ...): per hour the quota its pods held (a pod's share of its admitted

@@ -1,6 +1,7 @@
 -- name: mig_capacity
 -- grain: one row per MIG-partitioned node per MIG profile it advertises
 -- depends: placement_current
+-- columns: cluster, node, gpu_model, zone, node_pool, profile, capacity, held, free
 -- description: MIG instances each node advertises (capacity nvidia.com/mig-<profile>, as the
 --   device plugin's mixed strategy names them; sanitised kube-state-metrics names accepted)
 --   against the instances held by pods now: free instances a right-sized workload can move to.

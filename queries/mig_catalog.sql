@@ -1,5 +1,6 @@
 -- name: mig_catalog
 -- grain: one row per GPU model and MIG profile, plus the valid per-GPU layouts as a list
+-- columns: gpu_model, profile, memory_gb, compute_slices, memory_slices, max_instances, layouts
 -- description: MIG profiles the rules may propose (without the +me media variants), with
 --   their compute and memory slices and max instances, and every valid layout of slice
 --   classes (e.g. "4g+2g+1g.2x") for packing instances onto GPUs.

@@ -1,5 +1,6 @@
 -- name: missing_prices
 -- grain: one row per instance type and capacity type with node-hours but no price
+-- columns: cluster, instance_type, capacity_type, gpu_model, nodes, node_hours, catalog
 -- description: what the price catalog in force cannot price (an instance type it lacks, or a
 --   spot node when the catalog has no spot price). Those node-hours have cost NULL; add the
 --   prices with `gpuinsight collect prices` to fix it.

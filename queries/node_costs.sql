@@ -1,6 +1,7 @@
 -- name: node_costs
 -- grain: one row per GPU node that existed in the window
 -- depends: node_hours, analysis_window
+-- columns: cluster, node, gpu_count, usd_per_hour, cost_usd_in_window, avg_usd_per_hour, present_at_end
 -- description: what each node costs, for the savings ledger: its hourly price at the end of
 --   its life in the window (NULL when the catalog has none), its average cost per hour over the
 --   window, GPUs, and whether it is still present at the end of the window. A saving touching a

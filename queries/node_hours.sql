@@ -5,6 +5,8 @@
 -- materialize: table
 -- partition: hour
 -- depends: node_spans
+-- columns: cluster, node, hour, instance_type, capacity_type, node_pool, zone, gpu_model, gpu_count,
+--   mig_config, on_demand_usd_per_hour, covered_s, usd_per_hour, price_missing, cost_usd, gpu_hours
 -- description: node presence per hour with its hourly price (node_spans: the catalog in force,
 --   spot nodes at the spot price, others on demand; a node whose instance type has no price, or
 --   a spot node with no spot price, keeps usd_per_hour NULL and price_missing = true, so a

@@ -4,6 +4,8 @@
 -- depends: analysis_window
 -- key: cluster, node
 -- span: t0, t1
+-- columns: cluster, node, instance_type, capacity_type, node_pool, zone, gpu_model, gpu_count, mig_config,
+--   catalog, t0, t1, on_demand_usd_per_hour, spot_usd_per_hour, usd_per_hour
 -- description: each GPU node's time in the window [t0, t1) and its hourly price from the catalog
 --   in force: spot nodes at the spot price, others on demand; a node whose instance type has no
 --   price (or a spot node with no spot price) keeps usd_per_hour NULL (price_missing downstream),

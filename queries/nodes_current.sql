@@ -1,6 +1,9 @@
 -- name: nodes_current
 -- grain: one row per GPU node present at the end of the window
 -- depends: node_hours, placement_current
+-- columns: cluster, node, node_pool, zone, capacity_type, instance_type, gpu_model, gpu_count, mig_config,
+--   is_mig, sharing_strategy, device_plugin_config, gpus_held, pods, fractional_pods, usd_per_hour,
+--   on_demand_usd_per_hour, node_pool_kind, labels
 -- description: the nodes binpack and consolidation can move work between or free: pool, zone,
 --   capacity type, GPU model and count, MIG configuration (is_mig: a MIG layout is applied;
 --   `all-disabled`, the GPU operator's default on MIG-capable nodes that do not run MIG, is not

@@ -2,6 +2,9 @@
 -- grain: one row per pod holding GPUs at the end of the window
 -- materialize: table
 -- depends: pod_gpu_allocations, analysis_window
+-- columns: cluster, uid, namespace, pod, workload_kind, workload, node, node_pool, zone, gpu_model,
+--   capacity_type, gpus, gpu_request, mig_profile, mig_request, alloc_kind, fractional, gang, gang_pods,
+--   gang_min_member, queue, priority_class, labels, annotations, gpu_indices
 -- description: the current placement the binpack and consolidation rules plan over: pod, node,
 --   GPUs held (whole-GPU equivalents), MIG profile, gang (Volcano PodGroup or Job: moved whole
 --   or not at all) with its minMember / minAvailable (NULL when neither is known) and how many

@@ -4,6 +4,10 @@
 -- key: cluster, uid
 -- span: start_ts, end_ts
 -- depends: analysis_window, pod_gpu_shares, kueue_pod_queues
+-- columns: cluster, uid, namespace, pod, workload_kind, workload, node, node_pool, capacity_type,
+--   instance_type, zone, gpu_model, queue, cluster_queue, podgroup, vcjob, priority_class, phase,
+--   gpu_request, mig_profile, mig_request, gpus, alloc_kind, fractional, share_basis, start_ts, end_ts,
+--   created, scheduled, started, finished, team, labels, annotations
 -- description: who held which GPUs, when. gpus is in whole-GPU equivalents, the sum of the pod's
 --   pod_gpu_shares: nvidia.com/gpu counts 1 each (1/replicas on a time-sliced or MPS node); a MIG
 --   slice counts compute_slices/7 of its GPU (1g.10gb = 1/7); HAMi, Volcano vGPU, KAI fractions

@@ -1,6 +1,7 @@
 -- name: pod_gpu_shares
 -- grain: one row per pod (uid) and kind of share it holds (per physical GPU where that GPU is known)
 -- materialize: table
+-- columns: cluster, uid, kind, device_key, share, devices, gpus, basis
 -- key: cluster, uid
 -- description: what part of a physical GPU each pod holds, whatever granted it (docs/models.md,
 --   "GPU shares"). share is the part of one GPU, devices how many GPUs hold that part, gpus =

@@ -2,6 +2,10 @@
 -- grain: one row per Volcano queue (configured, or only seen on pods)
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, queue, weight, capability_gpu, deserved_gpu, guarantee_gpu, reclaimable, state, parent,
+--   allocated_gpu_avg, allocated_gpu_p95, allocated_gpu_max, used_gpu_avg, pods, pending_p50_s,
+--   pending_p95_s, pending_pods, weight_share, capability, deserved, guarantee, largest_pod_gpus,
+--   largest_gang_gpus
 -- description: each queue's quota (weight; capability, deserved and guarantee in
 --   nvidia.com/gpu) against what its pods held (GPU-equivalents per hour: mean, p95, max) and
 --   used (held x GR activity), how long its pods waited to be scheduled (p50/p95 s), and the

@@ -2,6 +2,11 @@
 -- grain: one row per Ray cluster group (the head, or one worker group) whose pods held GPUs
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, namespace, ray_cluster, ray_group, node_type, workload_kind, workload, pods,
+--   gpus_per_pod, gpu_hours, cost_usd, hours_held, gr_mean, gr_hourly_max_p95, gr_max, node_gpu_hours,
+--   configured, owner_kind, owner_name, autoscaling, autoscaler_version, idle_timeout_s, upgrade_strategy,
+--   head_gpus, group_index, replicas, min_replicas, max_replicas, num_of_hosts, configured_gpus_per_pod,
+--   group_idle_timeout_s
 -- description: KubeRay clusters as the GPUs saw them. Pods belong to a Ray cluster and group by
 --   their labels (ray.io/cluster, ray.io/group, ray.io/node-type; kube-state-metrics spells them
 --   label_ray_io_*), else by an owning RayCluster (the group is then unknown, ''). Per group:

@@ -2,6 +2,10 @@
 -- grain: one row per RayJob
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, namespace, name, ray_cluster, uses_existing, shutdown_after_finish, ttl_after_finish_s,
+--   deletion_strategy, submission_mode, job_status, deployment_status, start_time, end_time,
+--   first_post_hour, gpu_hours, cost_usd, post_hours, post_gpu_hours, post_cost_usd, post_node_gpu_hours,
+--   post_gr_hourly_max_p95, post_gr_max, alive_at_end
 -- description: each RayJob, its Ray cluster (status.rayClusterName, else the RayCluster it
 --   owns) and what that cluster's GPUs did after the job ended (status.endTime): the whole
 --   clock hours after the end (post_hours, from first_post_hour on) with their GPU-hours, list

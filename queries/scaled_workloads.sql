@@ -1,5 +1,7 @@
 -- name: scaled_workloads
 -- grain: one row per KEDA ScaledObject
+-- columns: cluster, namespace, scaled_object, target_api_version, target_kind, target_name, min_replicas,
+--   max_replicas, idle_replicas, trigger_types, paused, scales_to_zero
 -- description: the workloads KEDA already scales (scaleTargetRef; kind Deployment and
 --   apiVersion apps/v1 when unset, as KEDA defaults them), with minReplicaCount,
 --   maxReplicaCount, idleReplicaCount, the trigger types and whether scaling is paused. A

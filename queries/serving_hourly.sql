@@ -2,6 +2,9 @@
 -- grain: one row per cluster, clock hour, namespace, workload, model name and server an inference server reported
 -- materialize: table
 -- depends: allocation_hourly, waste_hourly
+-- columns: cluster, hour, namespace, workload_kind, workload, queue, team, model_name, server, held_gpu,
+--   pods, prompt_tokens, generation_tokens, tokens, requests, ttft_p95_s, itl_p95_s, kv_cache_usage_avg,
+--   kv_cache_usage_max, gpu_hours, cost_usd, price_missing, gr_active_avg
 -- description: tokens, requests and latency of each serving workload per hour, beside what the
 --   GPUs it held cost that hour and how busy they were. Tokens count only from pods that held GPUs
 --   that hour (allocation_hourly); a pod-hour that held none keeps its tokens with held_gpu false

@@ -4,6 +4,8 @@
 -- param: workload VARCHAR = NULL -- only this workload
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, namespace, workload, model_name, ts, step_s, pods, prompt_tokens, generation_tokens,
+--   requests, ttft_p50_s, ttft_p95_s, itl_p50_s, itl_p95_s, kv_cache_usage, kv_cache_usage_max
 -- description: latency percentiles per step: time to first token and inter-token latency
 --   (p50, p95: the largest of the workload's pods, an upper bound of the pooled percentile),
 --   tokens, requests and KV-cache use; pods mapped to workloads through their GPU allocations

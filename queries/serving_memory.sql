@@ -1,5 +1,8 @@
 -- name: serving_memory
 -- grain: one row per serving workload (cluster, namespace, workload) whose pods held GPUs
+-- columns: cluster, namespace, workload_kind, workload, server, kv_cache_peak, kv_hours,
+--   gpu_memory_utilization, kv_cache_memory_bytes, num_gpu_blocks, block_size, cache_dtype,
+--   kv_cache_bytes_annotations
 -- description: what sizes an inference server's memory (rules/serving.py, docs/rules.md
 --   "Serving memory"): the server its metrics name; the KV cache's peak use over every step
 --   measured (kv_cache_peak: the largest per-step maximum of vllm:kv_cache_usage_perc,

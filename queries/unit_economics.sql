@@ -3,6 +3,10 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive; ISO-8601 or relative like 7d)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: namespace VARCHAR = NULL -- only this namespace
+-- columns: cluster, namespace, workload_kind, workload, model_name, server, queue, team, hours, idle_hours,
+--   prompt_tokens, generation_tokens, tokens, requests, tokens_per_hour, gpu_hours, cost_usd, price_missing,
+--   usd_per_1m_tokens, usd_per_1m_prompt_tokens, usd_per_1m_generated_tokens, gr_active_avg, ttft_p95_s,
+--   itl_p95_s, kv_cache_usage_max
 -- description: what a million tokens cost on each deployment, on the GPU share it held, beside
 --   how busy its GPUs were. usd_per_1m_tokens = cost / (prompt + generated tokens) x 1e6;
 --   usd_per_1m_prompt_tokens and usd_per_1m_generated_tokens put the whole cost on one kind of

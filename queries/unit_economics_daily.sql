@@ -1,6 +1,7 @@
 -- name: unit_economics_daily
 -- grain: one row per serving workload, model name and UTC day
 -- param: namespace VARCHAR = NULL -- only this namespace
+-- columns: cluster, namespace, workload, model_name, day, tokens, cost_usd, gpu_hours, usd_per_1m_tokens
 -- description: the trend of unit_economics: each day's tokens, cost on the GPU share held and
 --   cost per million tokens (pod-hours that held GPUs only).
 SELECT cluster, namespace, workload, model_name, date_trunc('day', hour) AS day,

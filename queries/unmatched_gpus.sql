@@ -2,6 +2,8 @@
 -- grain: one row per GPU DCGM measured that is not counted on a GPU node of the inventory
 -- materialize: table
 -- depends: analysis_window, node_hours
+-- columns: cluster, gpu_uuid, node_hint, placed_on, reason, gpu_model, model_name, first_seen, last_seen,
+--   gpu_hours, usd_per_gpu_hour, list_usd, price_basis
 -- description: GPUs that dcgm-exporter reported but that no node of the inventory holds: the
 --   exporter did not name a known node (Hostname is the exporter pod's name, or missing, and
 --   kube_pod_info cannot place it), or the node is known but has no GPU count. They are never

@@ -1,5 +1,7 @@
 -- name: unmeasured_pods
 -- grain: one row per pod that held GPUs but had no DCGM series attributed to it
+-- columns: cluster, namespace, pod, uid, workload_kind, workload, node, gpus, gpu_hours, list_usd,
+--   first_hour, last_hour
 -- description: pods whose GPU use is unknown (dcgm-exporter not running on the node, pod
 --   attribution off, or labels lost in relabeling). Their cost is in the 'unmeasured' bucket,
 --   never silently dropped; this lists them so the gap can be fixed.

@@ -7,6 +7,9 @@
 -- param: queue VARCHAR = NULL -- only this Volcano queue
 -- param: node_pool VARCHAR = NULL -- only this node pool
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: cluster, group, used_usd, idle_usd, underused_usd, unallocated_usd, unmeasured_usd, total_usd,
+--   used_gpu_hours, idle_gpu_hours, underused_gpu_hours, unallocated_gpu_hours, unmeasured_gpu_hours,
+--   gpu_hours
 -- description: GPU-hours and dollars per cost bucket: used, idle (allocated, <5 % active),
 --   underused (allocated, the inactive share), unallocated (capacity nobody requested) and
 --   unmeasured (held by pods with no DCGM series). Unallocated capacity has no namespace,

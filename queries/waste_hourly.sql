@@ -6,6 +6,8 @@
 -- materialize: table
 -- partition: hour
 -- depends: allocation_hourly, node_hours
+-- columns: cluster, hour, node, node_pool, capacity_type, gpu_model, namespace, workload_kind, workload,
+--   queue, cluster_queue, team, bucket, gpu_hours, usd, price_missing
 -- description: every dollar of node cost in exactly one bucket. For each node-hour the GPU
 --   capacity is split among the pods holding GPUs (shares scaled down when a node is
 --   oversubscribed, e.g. time-slicing) and the rest is 'unallocated'. A holder's share is

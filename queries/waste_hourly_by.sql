@@ -7,6 +7,7 @@
 -- param: queue VARCHAR = NULL -- only this Volcano queue
 -- param: node_pool VARCHAR = NULL -- only this node pool
 -- param: cluster VARCHAR = NULL -- only this cluster (default: every cluster, each its own rows)
+-- columns: hour, cluster, group, bucket, gpu_hours, usd
 -- description: the cost buckets of waste_breakdown over time, for stacked charts of idle and
 --   waste cost by namespace or queue.
 SELECT

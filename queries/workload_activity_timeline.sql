@@ -5,6 +5,8 @@
 -- param: cluster VARCHAR = NULL -- its cluster (default: the workload of that name in every cluster, together)
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: ts, step_s, gr_active, gr_active_min, gr_active_max, fb_used_mib, pcie_rx_bps, nvlink_rx_bps,
+--   cpu_cores, cpu_request
 -- description: the activity of one workload step by step, the picture behind an input_starved
 --   finding: GR activity mean and per-step min/max, framebuffer used, PCIe and NVLink receive
 --   rates (bytes/s, summed over the workload's GPUs, averaged over its pods), container CPU

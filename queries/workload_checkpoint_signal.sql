@@ -2,6 +2,8 @@
 -- grain: one row per workload (cluster, namespace, kind, name) whose GPUs report PCIe TX
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
+-- columns: cluster, namespace, workload_kind, workload, step_s, gpus_with_tx, burst_events,
+--   gpus_with_bursts, intervals, interval_median_s, interval_cv
 -- description: periodic write bursts that tell how often a job checkpoints. Saving a checkpoint
 --   copies the model and optimizer state from the GPUs to the host: a burst of PCIe TX (GPU ->
 --   host) well above the GPU's usual rate. A step is a burst when its PCIe TX maximum (the

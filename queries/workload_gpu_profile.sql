@@ -4,6 +4,13 @@
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- param: namespace VARCHAR = NULL -- only this namespace
 -- materialize: default
+-- columns: cluster, namespace, workload_kind, workload, queue, vcjob, podgroup, gpu_model, node_pool,
+--   capacity_type, instance_type, zone, pods, gpus_per_pod, gpu_request_per_pod, mig_profile, gpu_hours,
+--   cost_usd, usd_per_gpu_hour, hours_held, avg_gpus_held, first_hour, last_hour, priority_class, labels,
+--   annotations, node_gpu_hours, samples, gr_mean, gr_p50, gr_p95, gr_p99, gr_max, sm_mean, sm_p95, sm_p99,
+--   sm_max, peak_p95, step_s, max_pushed_down, fb_p95_mib, fb_p99_mib, fb_max_mib, gpu_memory_mib,
+--   active_fraction, diurnal_swing, peak_hour_utc, recurring_hours_utc, stray_active_hours, days_observed,
+--   finished_pods, runtime_p50_s, runtime_p90_s, pending_p95_s
 -- description: how each workload uses the GPUs it holds: GPU-hours allocated and their list
 --   cost, and how they split over nodes (node_gpu_hours); GR and SM activity mean, p50/p95/p99
 --   and max over samples (0..1; on a MIG instance relative to the instance); the peak-aware

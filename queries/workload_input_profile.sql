@@ -3,6 +3,12 @@
 -- param: since TIMESTAMP = NULL -- start of the window (inclusive)
 -- param: until TIMESTAMP = NULL -- end of the window (exclusive)
 -- materialize: default
+-- columns: cluster, namespace, workload_kind, workload, pod_steps, hours_observed, step_s, min_pushed_down,
+--   burst_level, gr_mean, duty_cycle, busy_step_fraction, idle_step_fraction, mixed_step_fraction,
+--   fb_mean_mib, fb_cv, fb_busy_mib, fb_idle_mib, gr_idle_mean, pcie_coverage, pcie_rx_busy_bps,
+--   pcie_rx_idle_bps, pcie_rx_gr_corr, nvlink_coverage, nvlink_rx_busy_bps, nvlink_rx_idle_bps,
+--   cpu_coverage, cpu_busy_cores, cpu_idle_cores, cpu_max_cores, cpu_gr_corr, busy_runs, idle_runs,
+--   busy_run_mean_s, idle_run_mean_s, burst_period_s, idle_run_cv, cpu_request
 -- description: whether a workload's GPUs wait for their input: the evidence the input_starved
 --   rule reads. Per pod and step the pod's GPUs are averaged (GR activity mean, per-step min and
 --   max; framebuffer), their PCIe and NVLink receive rates summed, and the pod's container CPU

@@ -2,6 +2,7 @@
 -- grain: one row per workload (cluster, namespace, kind, name) with DCGM samples attributed
 -- materialize: table
 -- depends: pod_gpu_allocations
+-- columns: cluster, namespace, workload_kind, workload, st
 -- description: each workload's sample statistics over everything loaded (a struct `st`: the
 --   sample_stats_core and sample_stats_tails aggregates put together by sample_stats_of,
 --   migration 015; two aggregates of two exact quantiles each, which fit a memory limit where

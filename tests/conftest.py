@@ -108,13 +108,12 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def genai8_frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The rules' frames of the GenAI serving trace on 8-GPU nodes (tests/genai_trace.py), built once."""
     import gpuinsight as gi
-    from gpuinsight.rules.engine import frames_for, needed_frames
     from tests.genai_trace import load_trace
 
     with gi.open(tmp_path_factory.mktemp("genai8") / "genai.duckdb") as g:
         load_trace(g.wh, gpus_per_node=8)
         g.refresh()
-        return frames_for(g, needed_frames())
+        return g.rule_frames()
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from gpuinsight.actions.audit import rows
 from gpuinsight.actions.patching import json_patch
 from gpuinsight.actions.validate import validate_action
 from gpuinsight.errors import BadInput, NotFound
-from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.plan import Plan, Recommendation
 from gpuinsight.warehouse import Warehouse
 from tests.k8s_apply_server import ApplyKubeAPI, live_state, schemas_for, seeded
 from tests.test_actions_builders import CRDS, all_recs, binpack_rec, idle_rec, mig_rec, queue_rec

@@ -14,12 +14,13 @@ import pytest
 import yaml
 
 from gpuinsight.actions import attach_actions, build_actions, ordered_actions
-from gpuinsight.actions.builders.binpack import allowed_disruptions, binpack_conf
+from gpuinsight.actions.builders.binpack import binpack_conf
 from gpuinsight.actions.model import ActionError, expected_after
 from gpuinsight.actions.patching import PatchError, get, json_patch
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.validate import CrdSchemas, check_core, validate_action
-from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.plan import Plan, Recommendation
+from gpuinsight.rules.disruption import allowed_disruptions
 from tests.crds import REFERENCE
 from tests.k8s_apply_server import CHART_CONF, cluster_objects, schemas_for, seeded, tolerates
 

@@ -12,7 +12,7 @@ import pytest
 from gpuinsight.actions import ApplyFailed, ClusterState, Eks, Kube, apply_plan, attach_actions, rollback
 from gpuinsight.actions.audit import rows
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.plan import Plan, Recommendation
 from gpuinsight.warehouse import Warehouse
 from tests.k8s_apply_server import ApplyKubeAPI, _deployment, live_state
 

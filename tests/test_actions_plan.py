@@ -23,10 +23,10 @@ from gpuinsight.actions import (
     plan_to_json,
     prepare_plan,
 )
-from gpuinsight.actions.cli_glue import apply_from_cli, diff_from_cli, rollback_from_cli
-from gpuinsight.actions.plan import actions_for_plan
+from gpuinsight.actions.prepare import actions_from_warehouse
+from gpuinsight.api import rollback_text
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
 from gpuinsight.warehouse import Warehouse
 from tests.k8s_apply_server import live_state, seeded
 from tests.test_actions_builders import all_recs, binpack_rec, idle_rec, mig_rec, mps_rec, queue_rec
@@ -163,7 +163,7 @@ def test_actions_from_the_warehouse_detect_live_drift(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "wh.duckdb") as wh, seeded() as api:
         _warehouse_rows(wh, weight=6)  # what the rules saw differs from the live cluster (4)
         plan = Plan("plan-wh", datetime.now(UTC), None, (None, None), [queue_rec(), mig_rec()])
-        state = actions_for_plan(wh, plan)["default"]  # the findings' cluster
+        state = actions_from_warehouse(wh, plan)["default"]  # the findings' cluster
         assert state.sources["Queue/research"] == "warehouse"
         queue_action = plan.recommendations[0].actions[0]
         assert queue_action["observed"]["fields"]["/spec/weight"] == 6
@@ -194,17 +194,17 @@ def test_dumped_state_diff(tmp_path: Path) -> None:
         ClusterState.from_dump_dir(tmp_path / "nope")
 
 
-def test_cli_glue_apply_and_rollback_through_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_facade_apply_and_rollback_through_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with seeded() as api:
         monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path)))
         with gpuinsight.open(tmp_path / "wh.duckdb") as gi:
             plan = Plan("plan-cli", datetime.now(UTC), None, (None, None), [queue_rec(), idle_rec(), mps_rec()])
-            assert "+  weight: 1" in diff_from_cli(gi, plan, context="fake")
-            text = apply_from_cli(gi, plan, context="fake")
+            assert "+  weight: 1" in gi.diff(plan, gi.prepare(plan, contexts="fake"))
+            text = gi.apply(plan, contexts="fake").text()
             assert "plan-cli: 6 applied; undo with: gpuinsight rollback plan-cli" in text
             assert api.get_obj("queues", None, "research")["spec"]["weight"] == 1
             assert all(r.authorized for r in api.requests)
-            text = rollback_from_cli(gi, "plan-cli", context="fake")
+            text = rollback_text(gi.rollback("plan-cli", contexts="fake"))
             assert text.endswith("plan-cli: 6 rolled-back")
             assert api.get_obj("queues", None, "research")["spec"]["weight"] == 4
 

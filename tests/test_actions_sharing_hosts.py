@@ -23,7 +23,7 @@ from gpuinsight.actions.kube import Kube
 from gpuinsight.actions.model import action_ref, expected_after
 from gpuinsight.actions.validate import validate_object
 from gpuinsight.migparted import layout_errors, spec_errors
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
 from gpuinsight.rules.engine import evaluate_plan
 from tests.crds import REFERENCE
 from tests.genai_trace import mig_reference

@@ -18,7 +18,7 @@ from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.actions.validate import validate_action
 from gpuinsight.config import Config
-from gpuinsight.rules.registry import validate_finding
+from gpuinsight.plan.kinds import validate_finding
 from gpuinsight.sources.kubernetes import load_dump_dir
 from gpuinsight.sources.prices import load_catalog
 from tests.crds import CRD_DIRS

@@ -175,6 +175,23 @@ def test_kuberay_and_scale_to_zero_in_the_summary_and_as_valid_objects(demo: Pat
     assert kinds == {"RayJob", "RayCluster", "ScaledObject"}
 
 
+def test_the_stored_plan_is_the_plan_written_and_the_one_a_report_renders(demo: Path) -> None:
+    """The demo stores its plan with what a report needs (window, spend, notes): read back it is
+    the plan written to recommendations.json, and a report given no plan renders it instead of
+    running the rules again."""
+    from gpuinsight.plan.render import plan_json
+
+    with gi.open(demo / "demo.duckdb", read_only=True) as g:
+        stored = g.stored_plan()
+        assert stored is not None
+        assert plan_json(stored) + "\n" == (demo / "recommendations.json").read_text()
+        assert stored.spend_monthly_usd and any(n.startswith("savings ledger:") for n in stored.notes)
+        shown = g.plan_to_render()
+    assert shown.plan_id == stored.plan_id
+    assert shown.notes[0].startswith(f"findings of plan {stored.plan_id}, stored ")
+    assert shown.notes[1:] == stored.notes
+
+
 def test_a_serving_finding_states_its_cost_per_token_after_the_change(demo: Path) -> None:
     """The planted chat service's MIG finding: cost per 1M tokens today and after (half a GPU), equal
     to the ground truth's hand count of its tokens and cost, and the latency observed at its load."""

@@ -12,7 +12,7 @@ import pytest
 
 import gpuinsight as gi
 from gpuinsight.rules.common import compute_peak
-from gpuinsight.rules.engine import evaluate_plan, frames_for, needed_frames
+from gpuinsight.rules.engine import evaluate_plan
 from tests.genai_trace import ffd_gpus, isolation_ffd_gpus, load_trace, memory_violations
 
 
@@ -21,7 +21,7 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], dict[str
     with gi.open(Path(tmp_path_factory.mktemp("genai")) / "genai.duckdb") as g:
         load_trace(g.wh)
         g.refresh()
-        frames = frames_for(g, needed_frames())
+        frames = g.rule_frames()
     recs, _ = evaluate_plan(frames)  # the ledger's invariants are checked here too
     return recs, frames
 

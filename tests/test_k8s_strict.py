@@ -15,7 +15,7 @@ from gpuinsight.actions import ApplyFailed, Kube, apply_plan, attach_actions
 from gpuinsight.actions.kube import Conflict, KubeError
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.validate import KUBERNETES_VERSION, core_schemas, validate_object
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
 from gpuinsight.warehouse import Warehouse
 from tests.k8s_apply_server import ApplyKubeAPI, cluster_objects, live_state, seeded, unschedulable
 from tests.test_actions_builders import CRDS, queue_rec

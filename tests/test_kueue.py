@@ -21,10 +21,10 @@ from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.actions.validate import CrdSchemas, validate_action, validate_object
 from gpuinsight.config import Config
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import validate_finding
 from gpuinsight.rules.kueue import kueue_findings
 from gpuinsight.rules.queue import QueueRule
-from gpuinsight.rules.registry import validate_finding
 from gpuinsight.sources.k8s import MapContext
 from gpuinsight.sources.k8s.kueue import clusterqueue_row, localqueue_row, resourceflavor_row, workload_row
 from gpuinsight.sources.kubernetes import collect_live, load_dump_dir
@@ -285,7 +285,7 @@ def test_the_cluster_queue_change_applies_and_rolls_back(hami: gi.GpuInsight, tm
 
     from gpuinsight.actions import apply_plan, attach_actions, rollback
     from gpuinsight.actions.kube import Kube
-    from gpuinsight.rules.base import Plan
+    from gpuinsight.plan import Plan
     from tests.k8s_apply_server import ApplyKubeAPI, live_state
 
     [rec] = [r for r in hami.recommend().recommendations if r.rule == "queue"]

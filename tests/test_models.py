@@ -292,3 +292,33 @@ def test_sample_stats_in_two_aggregates_equal_the_one_aggregate_definition(fleet
     stats = ["samples", "gr_mean", "gr_p50", "gr_p95", "gr_p99", "gr_max", "sm_p95", "sm_p99", "peak_p95",
              "fb_p95_mib", "fb_p99_mib", "fb_max_mib", "gpu_memory_mib", "active_fraction", "max_pushed_down"]
     assert_same_frame(whole.select(stats), windowed.select(stats))
+
+
+def test_every_answer_has_the_columns_its_header_declares(tmp_path: Path) -> None:
+    """A model's header lists its columns; an answer with others (a column renamed, added, dropped
+    or moved in the SQL but not in the header) is refused at the header's ``columns`` line. The
+    models of ``queries/`` are checked on every run: the other model tests run all of them."""
+    import duckdb
+
+    from gpuinsight.errors import RuntimeFailure
+    from gpuinsight.sql import load_registry
+
+    assert all(load_registry().get(n).columns for n in load_registry().names())
+    head = "-- name: m\n-- grain: one row\n-- param: n INTEGER = 1 -- a number\n"
+    con = duckdb.connect()
+    for declared, body, error in [
+        ("a, b", "SELECT $n AS a, 2 AS b", None),
+        ("a, b", "SELECT $n AS a", "m.sql:4: does not return b"),
+        ("a", "SELECT $n AS a, 2 AS b", "m.sql:4: returns b, not declared"),
+        ("b,\n--   a", "SELECT $n AS a, 2 AS b", r"m.sql:4: returns its columns in another order \(a, b\)"),
+    ]:
+        (tmp_path / "m.sql").write_text(f"{head}-- columns: {declared}\n-- description: a test model\n{body}\n")
+        registry = load_registry(tmp_path)
+        if error is None:
+            assert registry.run(con, "m", n=3).rows() == [(3, 2)]
+        else:
+            with pytest.raises(RuntimeFailure, match=error):
+                registry.run(con, "m")
+    (tmp_path / "m.sql").write_text(f"{head}-- description: a test model\nSELECT 1 AS a\n")
+    with pytest.raises(RuntimeFailure, match=r"m.sql:1: header lacks '-- columns:'"):
+        load_registry(tmp_path)

@@ -30,6 +30,8 @@ def test_wheel_ships_queries_and_sample_data(wheel: Path) -> None:
     assert "gpuinsight/queries/waste_breakdown.sql" in names
     assert "gpuinsight/queries/schema/001_core.sql" in names
     assert any(n.startswith("gpuinsight/sample_data/") for n in names)
+    # test and bench support stays in the repository: the sample generator, the report preview
+    assert not [n for n in names if n.startswith("gpuinsight/sample/") or n.endswith("reports/preview.py")]
     sql_in_repo = {p.name for p in (ROOT / "queries").glob("*.sql")}
     sql_in_wheel = {Path(n).name for n in names if n.startswith("gpuinsight/queries/") and n.count("/") == 2}
     assert sql_in_repo == sql_in_wheel

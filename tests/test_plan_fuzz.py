@@ -30,10 +30,11 @@ from click.testing import CliRunner
 
 import gpuinsight
 from gpuinsight.actions import attach_actions
-from gpuinsight.actions.planio import canonical, plan_from_data, plan_text, plan_to_json, record_review
 from gpuinsight.cli import main
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
+from gpuinsight.plan.io import canonical, plan_from_data, plan_text, plan_to_json
+from gpuinsight.plan.store import record_review
 from tests.k8s_apply_server import live_state, seeded
 from tests.test_actions_builders import all_recs
 

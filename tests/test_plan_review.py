@@ -25,10 +25,10 @@ import yaml
 
 import gpuinsight
 from gpuinsight.actions import attach_actions, emit, load_plan, plan_to_json
-from gpuinsight.actions.cli_glue import apply_reviewed_from_cli
-from gpuinsight.actions.planio import check_reviewed, plan_from_data, record_review
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
+from gpuinsight.plan.io import plan_from_data
+from gpuinsight.plan.store import check_reviewed, record_review
 from tests.k8s_apply_server import live_state, seeded
 from tests.test_actions_builders import binpack_rec, idle_rec, queue_rec, spot_rec
 
@@ -64,7 +64,7 @@ def test_apply_runs_exactly_the_reviewed_actions(tmp_path: Path, monkeypatch: py
         # ... and records the edited file as reviewed: exactly its actions run, nothing rebuilt
         record_review(gi.wh, load_plan(path), str(path))
         check_reviewed(gi.wh, load_plan(path), str(path))
-        text = apply_reviewed_from_cli(gi, load_plan(path), context="fake")
+        text = gi.apply(gi.load_plan(path, check_review=True), contexts="fake", reviewed=True).text()
         assert "plan-review: 4 applied" in text
         assert api.get_obj("nodes", None, "h100-3")["spec"].get("unschedulable") is None, "not cordoned"
         assert api.get_obj("pods", "training", "llm-train-worker-0") is not None, "not evicted"

@@ -234,7 +234,7 @@ def test_killed_collection_leaves_consistent_warehouse_and_resumes(proxy: FaultP
 
 def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours."""
-    from gpuinsight.sample import FleetSpec, write_sample
+    from tests.samplegen import FleetSpec, write_sample
 
     root = tmp_path_factory.mktemp("sample-fleet")
     spec = FleetSpec(days=0.5)

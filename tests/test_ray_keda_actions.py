@@ -21,8 +21,8 @@ from gpuinsight.actions.model import action_ref
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.actions.validate import CrdSchemas, validate_action, validate_object
-from gpuinsight.rules.base import Plan, Recommendation
-from gpuinsight.rules.registry import validate_finding
+from gpuinsight.plan import Plan, Recommendation
+from gpuinsight.plan.kinds import validate_finding
 from gpuinsight.warehouse import Warehouse
 from tests.crds import CRD_DIRS, REFERENCE, VENDORED
 from tests.k8s_apply_server import ApplyKubeAPI, live_state, schemas_for

@@ -15,7 +15,7 @@ import pytest
 
 from gpuinsight.reports.browser import dump_dom, find_chromium, screenshot
 from gpuinsight.reports.html import write_report
-from gpuinsight.reports.preview import MIG_CATALOG, FrameSource, synthetic_fleet
+from tests.report_preview import MIG_CATALOG, FrameSource, synthetic_fleet
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 # A data mark (not an axis, legend or title) with at least one drawn element.

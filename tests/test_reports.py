@@ -17,15 +17,15 @@ import polars as pl
 import pytest
 
 from gpuinsight.errors import BadInput, RuntimeFailure
-from gpuinsight.recommend_cli import plan_table
+from gpuinsight.plan import Plan, Recommendation
+from gpuinsight.plan.render import plan_table
 from gpuinsight.reports import charts, theme
 from gpuinsight.reports.frames import MAX_ROWS, bin_hours, recommendations_frame, savings_by_basis, target_of
 from gpuinsight.reports.html import write_report
 from gpuinsight.reports.mig import smallest_fit
-from gpuinsight.reports.preview import MIG_CATALOG, FrameSource, synthetic_fleet
 from gpuinsight.reports.tables import waste_table
 from gpuinsight.reports.upload import parse_s3_url, upload_files
-from gpuinsight.rules.base import Plan, Recommendation
+from tests.report_preview import MIG_CATALOG, FrameSource, synthetic_fleet
 
 T0 = datetime(2025, 3, 1)
 CHART_IDS = ("savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace", "waste-by-queue",

@@ -586,7 +586,7 @@ def test_clusters_with_the_same_names_are_planned_apart(batch: int) -> None:
     each finding, target and saving its own cluster's, and the savings per cluster adding up."""
     import random
 
-    from gpuinsight.rules.base import Plan
+    from gpuinsight.plan import Plan
 
     per = math.ceil(MULTI / 2)
     for seed in range(SEED + batch * per, SEED + min(MULTI, (batch + 1) * per)):
@@ -626,7 +626,6 @@ def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path)
 
     from gpuinsight.api import GpuInsight
     from gpuinsight.config import Config
-    from gpuinsight.rules.engine import frames_for, needed_frames
     from gpuinsight.sources.openmetrics import load_openmetrics
     from gpuinsight.sources.prices import load_catalog
 
@@ -647,7 +646,7 @@ def test_scraped_fleets_give_one_plan_in_every_exporter_spelling(tmp_path: Path)
                 cases.append((seed, cluster, spelling, sf))
         load_catalog(gi.wh, gi.config, write_catalog(tmp_path / "prices.csv"))
         gi.refresh()
-        frames = frames_for(gi, needed_frames())  # what recommend reads
+        frames = gi.rule_frames()  # what recommend reads
     plans: dict[int, list[Any]] = defaultdict(list)
     for seed, cluster, spelling, sf in cases:
         mine = {k: f.filter(pl.col("cluster") == cluster) if "cluster" in f.columns else f for k, f in frames.items()}

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
 from gpuinsight.rules.engine import evaluate_plan, evaluate_rules
 from gpuinsight.rules.production import ProductionClassifier
 from tests.rule_fleets import Fleet, Node, Pod, Usage
@@ -395,7 +395,18 @@ def test_ids_are_stable_and_settings_validated() -> None:
     a = evaluate_rules(f.frames())
     b = evaluate_rules(f.frames())
     assert [r.id for r in a] == [r.id for r in b] and a[0].id.startswith("idle-")
-    assert evaluate_rules(f.frames(), {"idle": {"max_active_fraction": -1}}) == []
+    assert evaluate_rules(f.frames(), {"idle": {"min_hours": 1000}}) == []  # too short to judge now
+    # a value outside its bounds, or not of its type, is refused naming the setting (never read
+    # as a default or as false)
+    with pytest.raises(BadInput, match=r"idle\.max_active_fraction: -1 is outside 0\.\.1"):
+        evaluate_rules(f.frames(), {"idle": {"max_active_fraction": -1}})
+    with pytest.raises(BadInput, match=r"scale_to_zero\.include_production: 'maybe' is not true or false"):
+        evaluate_rules(f.frames(), {"scale_to_zero": {"include_production": "maybe"}})
+    with pytest.raises(BadInput, match=r"consolidation\.max_clients: '2\.5' is not a whole number"):
+        evaluate_rules(f.frames(), {"consolidation": {"max_clients": "2.5"}})
+    with pytest.raises(BadInput, match=r"topology\.mode: 'firm' is not one of soft, hard"):
+        evaluate_rules(f.frames(), {"topology": {"mode": "firm"}})
+    assert evaluate_rules(f.frames(), {"scale_to_zero": {"include_production": "Yes"}})  # the words a flag takes
     with pytest.raises(BadInput, match="unknown setting"):
         evaluate_rules(f.frames(), {"idle": {"colour": 1}})
     with pytest.raises(BadInput, match="unknown rule"):
@@ -403,7 +414,7 @@ def test_ids_are_stable_and_settings_validated() -> None:
 
 
 def test_plan_entries_are_checked_against_their_kind() -> None:
-    from gpuinsight.rules.registry import KINDS, validate_finding
+    from gpuinsight.plan.kinds import BY_NAME, validate_finding
 
     f = Fleet()
     lone_nodes(f, [f"s{i}" for i in range(3)], dict(gpus=1, price=6.88), small(0.1, 7000), namespace="prod-s")
@@ -412,7 +423,7 @@ def test_plan_entries_are_checked_against_their_kind() -> None:
     assert {r.rule for r in recs} == {"mig", "timeslice"}
     for r in recs:
         validate_finding(r.to_dict(), "r")  # what the rules emit is what the schemas accept
-        assert r.evidence["saving_basis"] == KINDS[r.rule].saving_basis
+        assert r.evidence["saving_basis"] == BY_NAME[r.rule].saving_basis
     bad = recs[0].to_dict()
     bad["proposed"] = {**bad["proposed"], "mig_profile": "9g.1tb"} if bad["rule"] == "mig" else \
         {**bad["proposed"], "replicas": 1}
@@ -423,17 +434,25 @@ def test_plan_entries_are_checked_against_their_kind() -> None:
 def test_store_plan_with_many_findings_and_late_non_null_fields(tmp_path) -> None:  # noqa: ANN001
     from datetime import UTC, datetime
 
-    from gpuinsight.rules.base import Plan
-    from gpuinsight.rules.engine import store_plan
+    from gpuinsight.plan import Plan
+    from gpuinsight.plan.model import finding_order
+    from gpuinsight.plan.store import store_plan, stored_plan
     from gpuinsight.warehouse import Warehouse
 
     recs = [Recommendation(rule="idle", title=f"t{i}", namespace="ns", workload=f"w{i}") for i in range(150)]
     recs.append(Recommendation(rule="queue", title="q", queue="research"))  # first non-null queue at row 151
-    plan = Plan("plan-x", datetime.now(UTC), "c", (None, None), recs)
+    plan = Plan("plan-x", datetime.now(UTC), "c", (None, None), recs, notes=["a note"], spend_monthly_usd=12.5)
     wh = Warehouse(tmp_path / "w.duckdb")
     store_plan(wh, plan)
     assert wh.count("recommendations") == 151
     assert wh.sql("SELECT queue FROM recommendations WHERE rule = 'queue'").item() == "research"
+    # read back: the same plan (what a report renders without running the rules)
+    again = stored_plan(wh)
+    assert again is not None and again.plan_id == "plan-x" and again.notes == ["a note"]
+    assert again.spend_monthly_usd == 12.5 and again.catalog == "c" and again.clusters == ["default"]
+    # in the engine's order (this plan's are not: built by hand)
+    assert [r.to_dict() for r in again.recommendations] == [r.to_dict() for r in sorted(recs, key=finding_order)]
+    assert stored_plan(wh, "plan-y") is None
 
 
 def test_label_index_covers_exactly_what_the_selector_matches() -> None:
@@ -441,7 +460,7 @@ def test_label_index_covers_exactly_what_the_selector_matches() -> None:
     brute-force selector check gives, in the same order, on random pods and selectors."""
     import random
 
-    from gpuinsight.rules.disruption import LabelIndex, selector_matches
+    from gpuinsight.kubelabels import LabelIndex, selector_matches
 
     rnd = random.Random(11)
     keys, values = ["app", "tier", "team", "x"], ["a", "b", "c", 1]
@@ -461,3 +480,43 @@ def test_label_index_covers_exactly_what_the_selector_matches() -> None:
         assert index.covered(ns, selector) == brute
         seen_match += bool(brute)
     assert seen_match > 50  # the selectors did match pods: the comparison is not between empty lists
+
+
+def test_one_selector_reading_for_pdbs_hypernodes_and_spot() -> None:
+    """Spot's PDB check reads ``matchExpressions`` as the binpack planner does (a PDB selecting
+    its pods by expression alone was missed); a HyperNode's empty ``labelMatch`` selects every
+    node, an empty PDB selector protects nothing here; an unknown operator selects nothing."""
+    from gpuinsight.kubelabels import selector_matches
+    from gpuinsight.rules.spot import has_pdb
+    from gpuinsight.rules.topology_domains import _selects
+
+    pod = '{"app": "api", "tier": "serving"}'
+    by_expression = '{"matchExpressions": [{"key": "app", "operator": "In", "values": ["api", "web"]}]}'
+    assert has_pdb({"pod_labels": pod, "pdb_selectors": [by_expression]})
+    assert has_pdb({"pod_labels": pod, "pdb_selectors": ['{"matchLabels": {"app": "api"}}']})
+    assert not has_pdb({"pod_labels": pod, "pdb_selectors": [
+        '{"matchLabels": {"app": "api"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", '
+        '"values": ["serving"]}]}', "{}"]})
+    assert _selects({"selector": {"labelMatch": {}}}, "n1", {"rack": "r1"})
+    assert _selects({"selector": {"labelMatch": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}}},
+                    "n1", {"rack": "r1"})
+    assert not selector_matches({}, {"app": "api"})
+    assert not selector_matches({"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]},
+                                {"app": "api"})
+
+
+def test_a_rule_reads_only_the_models_it_declares() -> None:
+    """Each rule is handed its declared ``needs`` (and the engine's frames): a model it does not
+    declare is refused, so :func:`needed_frames` fetches everything a plan reads."""
+    from gpuinsight.rules.context import PlanContext
+    from gpuinsight.rules.engine import DeclaredFrames
+
+    frames = Fleet([Node("n1", **L4)], [Pod("nb-0", "n1", "jupyter")]).frames()
+    view = DeclaredFrames(frames, "idle", ("workload_gpu_profile",))
+    assert view["workload_gpu_profile"] is frames["workload_gpu_profile"] and "analysis_window" in view
+    with pytest.raises(AssertionError, match="rule idle reads the model 'queue_usage' it does not declare"):
+        view.get("queue_usage")
+    ctx = PlanContext()
+    ctx.rows(frames, "queue_usage")  # cached for the plan ...
+    with pytest.raises(AssertionError, match="does not declare"):
+        ctx.rows(view, "queue_usage")  # ... and still refused to a rule that does not declare it

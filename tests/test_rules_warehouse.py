@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gpuinsight as gi
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
 from tests.fleet_tables import T0, MiniFleet
 
 END = T0 + timedelta(days=2)

@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 import yaml
 
-from gpuinsight.sample import (
+from tests.crds import REFERENCE
+from tests.samplegen import (
     GENERATED_FILES,
     GPU_SAMPLES_SCHEMA,
     GPUS_PER_CELL,
@@ -26,8 +27,7 @@ from gpuinsight.sample import (
     gpu_sample_frames,
     write_sample,
 )
-from gpuinsight.sample.__main__ import main as cli_main
-from tests.crds import REFERENCE
+from tests.samplegen.__main__ import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "sample_data"
@@ -121,7 +121,7 @@ def test_different_seed_differs(tmp_path: Path) -> None:
 
 def test_committed_sample_data_is_current(sample_dir: Path) -> None:
     for rel in GENERATED_FILES:
-        assert (COMMITTED / rel).exists(), f"sample_data/{rel} missing: run python -m gpuinsight.sample --out sample_data"
+        assert (COMMITTED / rel).exists(), f"sample_data/{rel} missing: run python -m tests.samplegen --out sample_data"
         assert _file_bytes(COMMITTED, rel) == _file_bytes(sample_dir, rel), f"sample_data/{rel} is stale"
     assert (COMMITTED / "README.md").exists()
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 import gpuinsight
-from gpuinsight.actions import attach_actions, diff_plan, emit, load_plan
-from gpuinsight.actions.cli_glue import apply_reviewed_from_cli, rollback_from_cli
-from gpuinsight.actions.planio import plan_text, record_review
-from gpuinsight.rules.base import Plan
+from gpuinsight.actions import attach_actions, diff_plan, emit
+from gpuinsight.api import rollback_text
+from gpuinsight.plan import Plan
+from gpuinsight.plan.io import plan_text
+from gpuinsight.plan.store import record_review
 from tests.k8s_apply_server import ApplyKubeAPI, live_state, seeded
 from tests.test_actions_builders import CRDS, all_recs
 
@@ -70,9 +71,9 @@ def test_planted_secrets_are_never_persisted_or_printed(tmp_path: Path, monkeypa
         plan_file.write_text(plan_text(plan))
         record_review(gi.wh, plan, str(plan_file))
         emit(plan, tmp_path / "emitted")
-        printed.append(apply_reviewed_from_cli(gi, load_plan(plan_file), context="fake"))
+        printed.append(gi.apply(gi.load_plan(plan_file, check_review=True), contexts="fake", reviewed=True).text())
         snapshot = warehouse_text(gi)
-        printed.append(rollback_from_cli(gi, plan.plan_id, context="fake"))
+        printed.append(rollback_text(gi.rollback(plan.plan_id, contexts="fake")))
         outputs = {"printed": "\n".join(printed), "plan file": plan_file.read_text(),
                    "emitted": "\n".join(p.read_text() for p in (tmp_path / "emitted").rglob("*") if p.is_file()),
                    "warehouse after apply": snapshot, "warehouse after rollback": warehouse_text(gi)}

@@ -20,8 +20,8 @@ from gpuinsight.actions.model import ActionError, patch_paths
 from gpuinsight.actions.patching import json_patch, restore_ops, snapshot_fields
 from gpuinsight.actions.validate import validate_object
 from gpuinsight.config import Config, PrometheusConfig
-from gpuinsight.rules.base import Recommendation
-from gpuinsight.rules.consolidation import ServerMemory
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds.server_memory import ServerMemory
 from gpuinsight.rules.consolidation_plan import Targets, demand_size
 from gpuinsight.rules.serving import MIB, server_setting, serving_size
 from gpuinsight.sources.openmetrics import load_openmetrics

@@ -22,7 +22,7 @@ from gpuinsight.actions.state import ClusterState
 from gpuinsight.actions.validate import CrdSchemas, validate_object
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
 from gpuinsight.rules.engine import evaluate_rules
 from gpuinsight.rules.pack_bound import (
     PoolNode,

@@ -28,11 +28,11 @@ from click.testing import CliRunner
 
 from gpuinsight.actions import Kube, apply_plan, load_plan
 from gpuinsight.actions.audit import rows
-from gpuinsight.actions.planio import plan_from_data, plan_to_json, validate_plan
 from gpuinsight.api import GpuInsight
 from gpuinsight.cli import main
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
+from gpuinsight.plan.io import plan_from_data, plan_to_json, validate_plan
 from gpuinsight.warehouse import Warehouse
 from tests.k8s_server import write_kubeconfig_for
 from tests.test_apply_sample_fleet import (

@@ -33,11 +33,11 @@ from gpuinsight.actions.patching import (
     snapshot_fields,
     strip_server_fields,
 )
-from gpuinsight.actions.planio import FUTURE_SKEW, validate_plan
 from gpuinsight.actions.redact import MARK, contains_mark, redact, redact_fields
 from gpuinsight.actions.refs import Ref, kind_info
 from gpuinsight.errors import BadInput, GpuInsightError, NotFound, RuntimeFailure
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
+from gpuinsight.plan.io import FUTURE_SKEW, validate_plan
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse

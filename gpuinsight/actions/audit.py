@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuinsight.errors import GpuInsightError
+from gpuinsight.plan.store import store_plan
+
 if TYPE_CHECKING:
-    from gpuinsight.rules.base import Plan
+    from gpuinsight.plan import Plan
     from gpuinsight.warehouse import Warehouse
 
 # Statuses: dry-run-ok (checked, not yet applied), applied, failed, dry-run-failed, not-applied
@@ -88,7 +93,19 @@ def rows(wh: Warehouse, plan_id: str, statuses: tuple[str, ...] | None = None) -
 
 
 def save_recommendations(wh: Warehouse, plan: Plan) -> None:
-    """Keep the applied plan's recommendations (with their actions) next to the audit rows."""
-    from gpuinsight.rules.engine import store_plan
-
+    """Keep the applied plan (with its actions) next to the audit rows."""
     store_plan(wh, plan)
+
+
+def recorded(wh: Warehouse, run: Callable[[], ApplyResult]) -> ApplyResult:
+    """Run an apply or a rollback, then write its audit rows (each committed as the change it
+    records happened) into the file before the result is reported. After a failure the rows are
+    committed all the same; the checkpoint is tried, and its own failure never hides the first."""
+    try:
+        result = run()
+    except BaseException:
+        with contextlib.suppress(GpuInsightError):
+            wh.checkpoint()
+        raise
+    wh.checkpoint()
+    return result

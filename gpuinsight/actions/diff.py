@@ -20,7 +20,7 @@ from gpuinsight.actions.patching import PatchError, get, has, tokens
 from gpuinsight.actions.redact import one_line, redact
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
 
 
 def project(obj: dict[str, Any] | None, paths: list[str]) -> dict[str, Any]:

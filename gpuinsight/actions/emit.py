@@ -56,12 +56,12 @@ from gpuinsight.actions.apply import LABEL_WAIT_S, POD_WAIT_S
 from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.clusters import action_cluster, per_cluster
 from gpuinsight.actions.patching import apply_merge
-from gpuinsight.actions.planio import plan_text
 from gpuinsight.actions.prereqs import markdown, prerequisites_for
 from gpuinsight.actions.redact import one_line
 from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan
+from gpuinsight.plan import Plan
+from gpuinsight.plan.io import plan_text
 
 MARKER = ".gpuinsight-plan"
 KUBECTL = '"$KUBECTL" --context "$CONTEXT"'

@@ -26,7 +26,7 @@ import yaml
 from gpuinsight.actions import model
 from gpuinsight.actions.patching import get
 from gpuinsight.errors import RuntimeFailure
-from gpuinsight.rules.typed import LABEL_KEY, LABEL_VALUE, QUANTITY
+from gpuinsight.plan.schema import LABEL_KEY, LABEL_VALUE, QUANTITY
 from gpuinsight.sources.k8s.common import MapError, parse_quantity
 
 # The Kubernetes API version whose schemas validate core objects: the one the pinned

@@ -12,6 +12,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from gpuinsight.plan import HOURS_PER_MONTH
 from gpuinsight.reports import theme
 from gpuinsight.reports.chartkit import USD, ChartLike, heading, padded, placeholder, time_axis
 from gpuinsight.reports.frames import (
@@ -26,7 +27,6 @@ from gpuinsight.reports.frames import (
 )
 from gpuinsight.reports.mig import mig_fit
 from gpuinsight.reports.theme import OTHER, UNALLOCATED, WIDTH
-from gpuinsight.rules.base import HOURS_PER_MONTH
 
 __all__ = ["ChartLike", "fragmentation", "mig_fit", "placeholder", "queue_usage", "savings_by_rule", "top_findings",
            "utilization_heatmap", "waste_breakdown", "waste_over_time"]

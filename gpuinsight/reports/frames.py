@@ -14,8 +14,9 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.plan import target_of
+from gpuinsight.plan.kind import SAVING_BASES
 from gpuinsight.reports.theme import OTHER
-from gpuinsight.rules.base import target_of
 
 # Altair's default inline limit; every chart's data stays below it.
 MAX_ROWS = 5000
@@ -117,15 +118,6 @@ def fold_other(df: pl.DataFrame, col: str, shown: list[str]) -> pl.DataFrame:
 
 # -- recommendations -----------------------------------------------------------------------
 
-# evidence.saving_basis: where a finding's dollars come from (set by the rules' savings ledger).
-SAVING_BASES: dict[str, str] = {
-    "nodes_released": "nodes released",
-    "gpus_returned": "GPUs returned to the pool",
-    "price_difference": "cheaper capacity (price difference)",
-    "entitlement": "queue entitlement",
-    "waiting_time": "GPU time no longer spent waiting for input",
-    "slowdown_risk": "slowdown risk (evidence only, not priced)",
-}
 NO_BASIS = "basis not stated"
 
 

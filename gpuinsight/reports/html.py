@@ -5,8 +5,9 @@ catalog stated once under them), then who wastes it (per namespace, per queue, p
 charts, and the findings table. Vega, Vega-Lite and Vega-Embed are inlined, so the file
 opens with no network and no CDN.
 
-The findings are the plan it is given (``plan=``, e.g. one made with non-default rule
-settings or a reviewed plan file); without one, the rules run with the configured settings.
+The findings are the plan it is given (``plan=``: the stored plan, one made with non-default
+rule settings, a reviewed plan file; :meth:`gpuinsight.api.GpuInsight.report` passes the stored
+plan when it judged the report's window); a source given no plan is asked to ``recommend()``.
 
 A warehouse of several clusters gives one report for the whole fleet (its tables grouped by
 cluster, the findings naming theirs, each chart's nodes, pools, queues and namespaces named with
@@ -28,6 +29,7 @@ import polars as pl
 import vl_convert as vlc
 
 from gpuinsight.errors import BadInput, NotFound
+from gpuinsight.plan.kinds import SCALE_TO_ZERO
 from gpuinsight.reports import charts, ray_keda, theme, unit_economics
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import cluster_scoped, recommendations_frame
@@ -35,6 +37,7 @@ from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_h
 from gpuinsight.reports.signals import input_starved_charts, signals_section
 from gpuinsight.reports.tables import monthly_factor, waste_tables
 from gpuinsight.reports.upload import upload_files
+from gpuinsight.rules.engine import resolve_all
 from gpuinsight.rules.production import with_production
 
 __all__ = ["MAX_TABLE_ROWS", "Report", "ReportSource", "build_report", "chart_spec", "price_note", "render_html",
@@ -110,6 +113,8 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
     # Kueue: by the ClusterQueue the pods were admitted to, where Kueue is there
     tables = waste_tables(by_ns, by_queue, factor=factor,
                           by_cluster_queue=gi.query("waste_breakdown", by="cluster_queue")) if factor else []
+    # the rules' settings as configured (the production classifier, the MIG fit's headroom)
+    settings = resolve_all(getattr(getattr(gi, "config", None), "rule_settings", None) or {})
     # several clusters in one chart: each namespace, node, pool and queue named with its cluster
     built = [
         ("savings-by-rule", charts.savings_by_rule(recs)),
@@ -120,8 +125,9 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
         ("waste-by-queue", charts.waste_over_time(
             cluster_scoped(gi.query("waste_hourly_by", by="queue"), "group"), by="queue")),
         ("utilization-heatmap", charts.utilization_heatmap(cluster_scoped(gi.query("gpu_heatmap"), "node"))),
-        ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), (getattr(
-            getattr(gi, "config", None), "rule_settings", None) or {}).get("production")), gi.query("mig_catalog"))),
+        ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), settings["production"]),
+                                   gi.query("mig_catalog"), memory_headroom=settings["consolidation"]["memory_headroom"],
+                                   compute_target=settings["consolidation"]["compute_target"])),
         ("fragmentation", charts.fragmentation(cluster_scoped(gi.query("fragmentation"), "node_pool"))),
         ("queue-usage", charts.queue_usage(cluster_scoped(gi.query("queue_usage"), "queue"))),
         *input_starved_charts(gi.query, plan.recommendations),
@@ -129,7 +135,7 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
     economics = _optional(gi, "unit_economics")
     if economics.height:
         built.append(("cost-per-token", unit_economics.cost_per_token_trend(_optional(gi, "unit_economics_daily"))))
-    sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
+    sleepy = SCALE_TO_ZERO.of(plan.recommendations)
     if sleepy:
         built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
     # the title names the cluster viewed, else the clusters the data holds

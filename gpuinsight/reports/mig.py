@@ -1,5 +1,7 @@
 """The MIG fit chart: each workload's measured compute and memory need against the MIG
-profiles of its GPU model (profile table: the ``mig_catalog`` SQL model)."""
+profiles of its GPU model (profile table: the ``mig_catalog`` SQL model), each point coloured
+by the instance the ``mig`` rule's fit gives it (:func:`gpuinsight.rules.mig_packing.smallest_fit`,
+on the rule's compute figure and usable memory per profile)."""
 
 from __future__ import annotations
 
@@ -11,22 +13,24 @@ import polars as pl
 from gpuinsight.reports import theme
 from gpuinsight.reports.chartkit import USD, ChartLike, heading, placeholder
 from gpuinsight.reports.theme import WIDTH
+from gpuinsight.rules.common import compute_peak
+from gpuinsight.rules.mig_packing import MigProfile, slices_for
+from gpuinsight.rules.mig_packing import smallest_fit as smallest_instance
 
 
-def smallest_fit(profiles: pl.DataFrame, model: str, sm: float | None, fb_mib: float | None) -> str | None:
-    """The smallest MIG profile of ``model`` whose compute and memory cover the workload.
+def smallest_fit(profiles: pl.DataFrame, model: str, compute: float | None, fb_mib: float | None, *,
+                 memory_headroom: float = 0.0, compute_target: float = 1.0) -> str | None:
+    """The smallest MIG instance of ``model`` the ``mig`` rule's fit gives a workload needing
+    ``compute`` (a share of the GPU) and ``fb_mib``, with the rule's memory headroom and compute
+    target (by default the bare need).
 
-    ``None`` when nothing was measured, "whole GPU" when even the full profile is too small
-    on memory. A chart hint only: the ``mig`` rule decides with headroom and confidence.
+    ``None`` when nothing was measured, "whole GPU" when no instance short of the whole GPU fits.
     """
-    if sm is None or fb_mib is None or (isinstance(sm, float) and math.isnan(sm)):
+    if compute is None or fb_mib is None or any(isinstance(v, float) and math.isnan(v) for v in (compute, fb_mib)):
         return None
-    cand = (
-        profiles.filter((pl.col("gpu_model") == model) & ~pl.col("profile").str.contains(r"\+"))
-        .filter((pl.col("compute_slices") / 7 >= sm) & (pl.col("memory_gb") * 1024 >= fb_mib))
-        .sort(["compute_slices", "memory_slices"])
-    )
-    return cand.item(0, "profile") if cand.height else "whole GPU"
+    catalog = [MigProfile.from_row(r) for r in profiles.filter(pl.col("gpu_model") == model).iter_rows(named=True)]
+    best = smallest_instance(catalog, fb_mib * (1 + memory_headroom), slices_for(compute, compute_target))
+    return best.profile if best is not None else "whole GPU"
 
 
 def fit_class(profile: str | None) -> str:
@@ -38,9 +42,12 @@ def fit_class(profile: str | None) -> str:
 
 
 def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, max_models: int = 4,
-            max_labels: int = 12) -> ChartLike:
+            max_labels: int = 12, memory_headroom: float = 0.0, compute_target: float = 1.0) -> ChartLike:
     """Peak GPU memory against compute need per workload, one panel per MIG-capable GPU
-    model, with that model's MIG profile boundaries as rules (``workload_gpu_profile``).
+    model, with that model's MIG profile boundaries as rules (``workload_gpu_profile``); the
+    compute need is the rule's (:func:`~gpuinsight.rules.common.compute_peak`), the colour the
+    instance the rule's fit gives it with ``memory_headroom`` and ``compute_target`` (the
+    ``consolidation`` settings).
 
     The ``max_labels`` costliest points of each panel are labelled with their workload."""
     title = "MIG fit: compute and memory need per workload"
@@ -50,10 +57,13 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
         return placeholder(title, "no workloads on MIG-capable GPUs (A30, A100, H100, H200) in the data")
     from gpuinsight.rules.production import with_production  # production is a rule setting, not SQL
 
-    on_mig = with_production(on_mig).with_columns(
-        pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64)
+    on_mig = with_production(on_mig)
+    on_mig = on_mig.with_columns(
+        pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64),
+        # the rule's compute figure; a workload with no activity sample has none
+        pl.Series("sm", [compute_peak(r) if any(r.get(k) is not None for k in ("peak_p95", "gr_p95", "sm_p95"))
+                         else None for r in on_mig.iter_rows(named=True)], dtype=pl.Float64),
     ).with_columns(
-        pl.coalesce("sm_p95", "gr_p95").alias("sm"),
         pl.coalesce("fb_max_mib", "fb_p95_mib").alias("fb"),
         pl.col("cost_usd").fill_null(0.0),
     )
@@ -64,7 +74,8 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
     built = []
     for model in model_order[:max_models]:
         pts = on_mig.filter(pl.col("gpu_model") == model).sort("cost_usd", descending=True).head(per_model)
-        fits = [smallest_fit(profiles, model, sm, fb) for sm, fb in zip(pts["sm"], pts["fb"], strict=True)]
+        fits = [smallest_fit(profiles, model, sm, fb, memory_headroom=memory_headroom, compute_target=compute_target)
+                for sm, fb in zip(pts["sm"], pts["fb"], strict=True)]
         pts = pts.with_columns(
             pl.Series("fits", [f or "not measured" for f in fits], dtype=pl.Utf8),
             pl.Series("fit_class", [fit_class(f) for f in fits], dtype=pl.Utf8),
@@ -98,7 +109,7 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
         hlines = (prof.group_by("memory_gb").agg(pl.col("profile").sort_by("compute_slices").first())
                   .with_columns(pl.col("profile").str.split(".").list.last().alias("label"),
                                 pl.lit(100.0).alias("x")))
-        x = alt.X("sm_pct:Q", title="compute need: SM active p95 (% of GPU)", scale=alt.Scale(domain=[0, 100]),
+        x = alt.X("sm_pct:Q", title="compute need: short-window p95 of GR/SM activity (% of GPU)", scale=alt.Scale(domain=[0, 100]),
                   axis=alt.Axis(values=list(range(0, 101, 10))))
         y = alt.Y("fb_gib:Q", title="peak GPU memory (GiB)", scale=alt.Scale(domain=[0, mem_max]))
         rule_style = {"color": "#90a4ae", "strokeDash": [4, 3], "strokeWidth": 1}
@@ -116,7 +127,7 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
                 shape=alt.Shape("tier:N", title="tier", scale=alt.Scale(
                     domain=tiers, range=[{"production": "diamond", "other": "circle"}[t] for t in tiers])),
                 tooltip=[alt.Tooltip("namespace:N"), alt.Tooltip("workload:N"), alt.Tooltip("workload_kind:N", title="kind"),
-                         alt.Tooltip("tier:N"), alt.Tooltip("sm_pct:Q", title="SM active p95 %"),
+                         alt.Tooltip("tier:N"), alt.Tooltip("sm_pct:Q", title="compute p95 %"),
                          alt.Tooltip("fb_gib:Q", title="peak memory GiB"), alt.Tooltip("fits:N", title="smallest MIG profile"),
                          alt.Tooltip("gpu_hours:Q", title="GPU-hours"), alt.Tooltip("cost_usd:Q", title="cost in the window $", format=USD)],
             ),
@@ -124,12 +135,14 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
             .encode(x="sm_pct:Q", y="fb_gib:Q", text="label:N"),
         ]
         panels.append(alt.layer(*layers).properties(title=model, width=WIDTH - 180, height=300))
-    note = "Dashed lines: MIG profile compute (1g = 1/7 of the SMs) and memory boundaries of that GPU model."
+    note = ("Dashed lines: MIG profile compute (1g = 1/7 of the SMs) and memory boundaries of that GPU model. "
+            f"Colour: the smallest instance the mig rule would give (peak memory + {memory_headroom:.0%}, compute "
+            f"at most {compute_target:.0%} of the instance).")
     where = ("Each point is labelled with its workload." if all_labelled
              else f"The {max_labels} costliest workloads of each GPU model are labelled; hover for the others.")
     missing = (f"{unmeasured} workload{'s' if unmeasured != 1 else ''} without compute or memory samples "
                "not drawn." if unmeasured else "")
     return alt.vconcat(*panels).properties(
-        title=heading(title, note, "A point below and left of a profile's lines fits in that profile. " + where,
+        title=heading(title, note, "A point below and left of a profile's lines fits its bare need in that profile. " + where,
                       missing)
     )

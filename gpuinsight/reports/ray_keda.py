@@ -1,6 +1,7 @@
 """The report's KubeRay and scale-to-zero parts: one table each, and the hour-of-week profile of
-the services a KEDA ScaledObject would send to zero. Built from the findings' own evidence, so
-they show exactly what the plan decided on."""
+the services a KEDA ScaledObject would send to zero. Built from the findings' own evidence (read as
+their kind declares it, :mod:`gpuinsight.plan.kinds`), so they show exactly what the plan decided
+on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from gpuinsight.plan.kinds import RAY, SCALE_TO_ZERO
 from gpuinsight.reports.chartkit import ChartLike, heading
 from gpuinsight.reports.theme import WIDTH
 
@@ -27,8 +29,8 @@ def week_frame(findings: list[Any]) -> pl.DataFrame:
     """One row per (workload, observed hour of the week) of every scale_to_zero finding."""
     rows = []
     for r in findings:
-        gr = r.evidence.get("hour_of_week_gr_active_pct") or []
-        idle = r.evidence.get("hour_of_week_idle_share") or []
+        e = SCALE_TO_ZERO.evidence_of(r)
+        gr, idle = e.hour_of_week_gr_active_pct or [], e.hour_of_week_idle_share or []
         for how, (g, i) in enumerate(zip(gr, idle, strict=False)):
             if g is None and i is None:
                 continue
@@ -69,17 +71,17 @@ def ray_section(findings: list[Any]) -> str:
         return ""
     rows = []
     for r in findings:
-        ev, cur, prop = r.evidence, r.current, r.proposed
+        ev, cur, prop = RAY.evidence_of(r), r.current, r.proposed
         change = str(prop.get("change"))
         target = r.target or {}
         where = f"{r.namespace}/{target.get('ray_cluster') or r.workload}"
         if target.get("group"):
             where += f" · {target['group']}"
         if change == "job_cleanup":
-            held = f"{ev.get('gpu_hours_after_end', 0):g} GPU-h after the job ({ev.get('hours_held_after_end')} h)"
+            held = f"{ev.gpu_hours_after_end or 0:g} GPU-h after the job ({ev.hours_held_after_end} h)"
             to = f"shutdownAfterJobFinishes, TTL {prop.get('ttl_after_finish_s')} s"
         elif change == "worker_min_replicas":
-            held = (f"{ev.get('idle_hours_in_long_stretches')} h idle in long stretches; "
+            held = (f"{ev.idle_hours_in_long_stretches} h idle in long stretches; "
                     f"min {cur.get('min_replicas')}, {'autoscaler on' if cur.get('autoscaling') else 'no autoscaler'}")
             to = f"minReplicas {prop.get('min_replicas')}"
             if not cur.get("autoscaling"):
@@ -87,7 +89,7 @@ def ray_section(findings: list[Any]) -> str:
             if prop.get("idle_timeout_s") is not None:
                 to += f", autoscaler idle timeout {prop['idle_timeout_s']} s"
         else:
-            held = f"{cur.get('head_gpus'):g} GPU(s), hourly-max p95 {ev.get('gr_hourly_max_p95_pct')} % GR"
+            held = f"{cur.get('head_gpus'):g} GPU(s), hourly-max p95 {ev.gr_hourly_max_p95_pct} % GR"
             to = "no GPU on the head (num-gpus 0)"
         rows.append(f"<tr><td>{esc(where)}</td><td>{esc(RAY_CHANGES.get(change, change))}</td><td>{esc(held)}</td>"
                     f"<td>{esc(to)}</td><td>{esc(str(target.get('kind')))}</td>"
@@ -105,14 +107,14 @@ def scale_to_zero_section(findings: list[Any]) -> str:
         return ""
     rows = []
     for r in findings:
-        ev = r.evidence
+        ev = SCALE_TO_ZERO.evidence_of(r)
         cron = r.proposed.get("active_hours_utc")
         rows.append(
             f"<tr><td>{esc(f'{r.namespace}/{r.workload}')}</td>"
-            f'<td class="num">{ev.get("idle_hours_in_long_stretches")} of {ev.get("hours_held"):g} h</td>'
-            f'<td class="num">{ev.get("longest_idle_stretch_h")} h</td>'
-            f'<td class="num">{ev.get("hours_at_zero"):g} h</td>'
-            f'<td class="num">{ev.get("expected_cold_starts_per_day")}</td>'
+            f'<td class="num">{ev.idle_hours_in_long_stretches} of {ev.hours_held:g} h</td>'
+            f'<td class="num">{ev.longest_idle_stretch_h} h</td>'
+            f'<td class="num">{ev.hours_at_zero:g} h</td>'
+            f'<td class="num">{ev.expected_cold_starts_per_day}</td>'
             f"<td>{esc(', '.join(map(str, cron)) if cron else '—')}</td>"
             f'<td class="num">{_usd(r.monthly_savings_usd)}</td></tr>')
     return ('<section id="scale-to-zero"><h2>Scale to zero</h2>'
@@ -127,8 +129,7 @@ def scale_to_zero_section(findings: list[Any]) -> str:
 
 def sections(recommendations: list[Any]) -> list[str]:
     """The HTML sections, in page order (empty when the plan has no such findings)."""
-    out = [ray_section([r for r in recommendations if r.rule == "ray"]),
-           scale_to_zero_section([r for r in recommendations if r.rule == "scale_to_zero"])]
+    out = [ray_section(RAY.of(recommendations)), scale_to_zero_section(SCALE_TO_ZERO.of(recommendations))]
     return [s for s in out if s]
 
 
@@ -140,7 +141,7 @@ RAY_SUMMARY = {"job_cleanup": "RayJob(s) whose cluster outlived the job",
 def summary_lines(recs: list[Any]) -> list[str]:
     """The demo summary's lines: one for the KubeRay findings, one for the services that can sleep."""
     lines = []
-    ray = [r for r in recs if r.rule == "ray"]
+    ray = RAY.of(recs)
     if ray:
         counts: dict[str, int] = {}
         for r in ray:
@@ -149,10 +150,11 @@ def summary_lines(recs: list[Any]) -> list[str]:
         parts = ", ".join(f"{n} {RAY_SUMMARY.get(c, c)}" for c, n in counts.items())
         lines.append(f"  KubeRay: {parts}; ${sum(r.monthly_savings_usd for r in ray):,.0f}/month as "
                      "RayJob/RayCluster patches")
-    sleepy = [r for r in recs if r.rule == "scale_to_zero"]
+    sleepy = SCALE_TO_ZERO.of(recs)
     if sleepy:
-        hours = sum(float(r.evidence.get("hours_at_zero") or 0) for r in sleepy)
-        starts = sum(float(r.evidence.get("expected_cold_starts_per_day") or 0) for r in sleepy)
+        evidence = [SCALE_TO_ZERO.evidence_of(r) for r in sleepy]
+        hours = sum(float(e.hours_at_zero or 0) for e in evidence)
+        starts = sum(float(e.expected_cold_starts_per_day or 0) for e in evidence)
         lines.append(f"  scale to zero: {len(sleepy)} service(s) idle on nights/weekends get a KEDA ScaledObject: "
                      f"{hours:,.0f} h at zero in the window, about {starts:.1f} cold start(s) a day, "
                      f"${sum(r.monthly_savings_usd for r in sleepy):,.0f}/month")

@@ -3,7 +3,8 @@ activity next to its CPU and PCIe receive), gangs spread wider than needed (thei
 what each 1 % of slowdown costs), and spot moves whose rework the checkpoints bound.
 
 Charts take a SQL-model frame (``workload_activity_timeline``); the section takes the plan's
-recommendation objects (their evidence), so both work in a notebook too.
+recommendation objects and reads their evidence as their kind declares it
+(:mod:`gpuinsight.plan.kinds`), so both work in a notebook too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from gpuinsight.plan.kinds import INPUT_STARVED, SPOT, TOPOLOGY
 from gpuinsight.reports.chartkit import ChartLike, heading, placeholder
 from gpuinsight.reports.theme import WIDTH
 
@@ -80,13 +82,13 @@ def activity_hour(timeline: pl.DataFrame, title: str, subtitle: str = "") -> Cha
 def input_starved_charts(query: Any, recs: list[Any], *, top_n: int = 3) -> list[tuple[str, ChartLike]]:
     """One chart per input-starved finding (the biggest ``top_n``): a typical hour of the pod."""
     out = []
-    starved = sorted((r for r in recs if r.rule == "input_starved"), key=lambda r: -r.monthly_savings_usd)
+    starved = sorted(INPUT_STARVED.of(recs), key=lambda r: -r.monthly_savings_usd)
     for i, r in enumerate(starved[:top_n]):
-        e = r.evidence
+        e = INPUT_STARVED.evidence_of(r)
         timeline = query("workload_activity_timeline", namespace=r.namespace, workload=r.workload,
                          cluster=getattr(r, "cluster", None))
-        sub = (f"duty cycle {e.get('duty_cycle_pct')}% of bursts at {e.get('burst_level_pct')}%; "
-               f"cause: {e.get('cause')} ({e.get('resolution')})")
+        sub = (f"duty cycle {e.duty_cycle_pct}% of bursts at {e.burst_level_pct}%; "
+               f"cause: {e.cause} ({e.resolution})")
         out.append((f"input-starved-{i + 1}", activity_hour(
             timeline, f"{r.namespace}/{r.workload}: a typical hour of a GPU waiting for its input", sub)))
     return out
@@ -104,34 +106,32 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
 def signals_section(recs: list[Any]) -> str:
     """HTML for the input-starved, topology and checkpoint-aware spot findings ("" when none)."""
     parts = []
-    starved = [r for r in recs if r.rule == "input_starved"]
+    starved = INPUT_STARVED.of(recs)
     if starved:
-        rows = [[f"{r.namespace}/{r.workload}", f"{r.evidence.get('duty_cycle_pct')}%",
-                 r.evidence.get("burst_period_min") or "not resolved", r.evidence.get("cause"),
-                 f"${r.evidence.get('waiting_usd_per_month', 0):,.0f}", f"${r.monthly_savings_usd:,.0f}",
-                 "; ".join(r.proposed.get("fixes") or [])] for r in starved]
+        rows = [[f"{r.namespace}/{r.workload}", f"{e.duty_cycle_pct}%", e.burst_period_min or "not resolved", e.cause,
+                 f"${e.waiting_usd_per_month or 0:,.0f}", f"${r.monthly_savings_usd:,.0f}",
+                 "; ".join(r.proposed.get("fixes") or [])]
+                for r in starved for e in [INPUT_STARVED.evidence_of(r)]]
         parts.append("<h3>GPUs waiting for their input</h3><p class=\"sub\">Busy when fed, stalled in between with "
                      "the model resident: not idle, and not for a smaller slice. Waiting = GPU cost x (1 - duty "
                      "cycle); saving = what a fed pipeline removes. The charts above show a typical hour.</p>"
                      + _table(["workload", "duty cycle", "burst period (min)", "cause", "waiting $/month",
                                "saving $/month", "fix"], rows))
-    topo = [r for r in recs if r.rule == "topology"]
+    topo = TOPOLOGY.of(recs)
     if topo:
-        rows = [[f"{r.namespace}/{r.workload}", r.evidence.get("pods"), r.evidence.get("spread"),
-                 f"{r.evidence.get('tightest_feasible')} {r.evidence.get('feasible_domain')}",
-                 r.evidence.get("nvlink_reach"), r.evidence.get("topology_source"),
-                 f"${r.evidence.get('gang_gpu_cost_usd_per_month', 0):,.0f}",
-                 f"${r.evidence.get('usd_per_month_per_pct_slowdown', 0):,.0f}"] for r in topo]
+        rows = [[f"{r.namespace}/{r.workload}", e.pods, e.spread, f"{e.tightest_feasible} {e.feasible_domain}",
+                 e.nvlink_reach, e.topology_source, f"${e.gang_gpu_cost_usd_per_month or 0:,.0f}",
+                 f"${e.usd_per_month_per_pct_slowdown or 0:,.0f}"]
+                for r in topo for e in [TOPOLOGY.evidence_of(r)]]
         parts.append("<h3>Gangs spread wider than they need</h3><p class=\"sub\">Not priced: the slowdown depends "
                      "on how much of each step is communication. The last column is what each 1 % of slowdown "
                      "costs.</p>" + _table(["gang", "pods", "spans", "could fit in", "NVLink", "domains from",
                                             "GPU cost $/month", "$/month per 1 % slowdown"], rows))
-    ckpt = [r for r in recs if r.rule == "spot" and r.evidence.get("checkpoint_interval_min")]
+    ckpt = checkpointed(recs)
     if ckpt:
-        rows = [[f"{r.namespace}/{r.workload}", f"{r.evidence.get('checkpoint_interval_min'):g} min",
-                 r.evidence.get("checkpoint_basis"), r.evidence.get("expected_rework_gpu_hours_per_month"),
-                 r.evidence.get("rework_without_checkpoints_gpu_hours_per_month"),
-                 f"${r.monthly_savings_usd:,.0f}"] for r in ckpt]
+        rows = [[f"{r.namespace}/{r.workload}", f"{e.checkpoint_interval_min:g} min", e.checkpoint_basis,
+                 e.expected_rework_gpu_hours_per_month, e.rework_without_checkpoints_gpu_hours_per_month,
+                 f"${r.monthly_savings_usd:,.0f}"] for r in ckpt for e in [SPOT.evidence_of(r)]]
         parts.append("<h3>Spot moves bounded by checkpoints</h3><p class=\"sub\">Rework on an interruption is the "
                      "work since the last checkpoint (half an interval on average), not the whole run.</p>"
                      + _table(["workload", "checkpoint every", "known from", "rework GPU-h/month",
@@ -141,28 +141,34 @@ def signals_section(recs: list[Any]) -> str:
     return '<section id="signals"><h2>Input, topology and checkpoints</h2>' + "".join(parts) + "</section>"
 
 
+def checkpointed(recs: list[Any]) -> list[Any]:
+    """The spot findings whose jobs checkpoint at a known interval."""
+    return [r for r in SPOT.of(recs) if SPOT.evidence_of(r).checkpoint_interval_min]
+
+
 def summary_lines(recs: list[Any]) -> list[str]:
     """The demo summary's lines for these findings (one per kind present)."""
     out = []
-    starved = [r for r in recs if r.rule == "input_starved"]
+    starved = INPUT_STARVED.of(recs)
     if starved:
         r = max(starved, key=lambda r: r.monthly_savings_usd)
+        e = INPUT_STARVED.evidence_of(r)
         out.append(f"  input-starved GPUs: {len(starved)} workload(s) wait for their input, e.g. {r.namespace}/"
-                   f"{r.workload} {100 - (r.evidence.get('duty_cycle_pct') or 0):.0f}% of the time (cause: "
-                   f"{r.evidence.get('cause')}); ${sum(x.monthly_savings_usd for x in starved):,.0f}/month of waiting "
+                   f"{r.workload} {100 - (e.duty_cycle_pct or 0):.0f}% of the time (cause: "
+                   f"{e.cause}); ${sum(x.monthly_savings_usd for x in starved):,.0f}/month of waiting "
                    "a fed pipeline removes")
-    topo = [r for r in recs if r.rule == "topology"]
+    topo = TOPOLOGY.of(recs)
     if topo:
-        r = topo[0]
+        r, e = topo[0], TOPOLOGY.evidence_of(topo[0])
+        slowdown = sum(TOPOLOGY.evidence_of(x).usd_per_month_per_pct_slowdown or 0 for x in topo)
         out.append(f"  topology: {len(topo)} gang(s) spread wider than needed, e.g. {r.namespace}/{r.workload} over "
-                   f"{r.evidence.get('spread')} while {r.evidence.get('feasible_domain')} could hold it; not "
-                   f"priced: ${sum(x.evidence.get('usd_per_month_per_pct_slowdown') or 0 for x in topo):,.0f}/month "
-                   "per 1% slowdown")
-    ckpt = [r for r in recs if r.rule == "spot" and r.evidence.get("checkpoint_interval_min")]
+                   f"{e.spread} while {e.feasible_domain} could hold it; not "
+                   f"priced: ${slowdown:,.0f}/month per 1% slowdown")
+    ckpt = checkpointed(recs)
     if ckpt:
-        names = ", ".join(f"{r.namespace}/{r.workload} every {r.evidence['checkpoint_interval_min']:g} min"
-                          + (" (inferred)" if str(r.evidence.get("checkpoint_basis", "")).startswith("inferred")
-                             else "") for r in ckpt)
+        names = ", ".join(f"{r.namespace}/{r.workload} every {e.checkpoint_interval_min:g} min"
+                          + (" (inferred)" if str(e.checkpoint_basis or "").startswith("inferred") else "")
+                          for r in ckpt for e in [SPOT.evidence_of(r)])
         out.append(f"  checkpoint-aware spot: {len(ckpt)} job(s) spot-tolerant by their checkpoints ({names}): "
                    f"${sum(r.monthly_savings_usd for r in ckpt):,.0f}/month")
     return out

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from gpuinsight.plan import HOURS_PER_MONTH
 from gpuinsight.reports.frames import clusters_in, fold_other, label_groups, top_groups
 from gpuinsight.reports.theme import BUCKETS, OTHER, UNALLOCATED, WASTE_BUCKETS
-from gpuinsight.rules.base import HOURS_PER_MONTH
 
 # The money columns of a table row, in display order.
 MONEY = ("spend", *BUCKETS, "waste")

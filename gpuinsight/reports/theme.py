@@ -10,6 +10,8 @@ from typing import Any
 
 import altair as alt
 
+from gpuinsight.plan.kinds import KINDS
+
 # Where GPU money goes. Used is the only "good" bucket; the others are waste of different kinds.
 BUCKETS: tuple[str, ...] = ("used", "idle", "underused", "unallocated", "unmeasured")
 # What each bucket means (said after its name, so never the name again).
@@ -29,22 +31,11 @@ BUCKET_COLORS: dict[str, str] = {
 }
 WASTE_BUCKETS: tuple[str, ...] = ("idle", "underused", "unallocated")
 
-# Recommendation rules (design.md's finding kinds).
-RULES: tuple[str, ...] = ("idle", "scale_to_zero", "mig", "mps", "timeslice", "spot", "binpack", "queue", "ray",
-                          "input_starved", "topology")
-RULE_COLORS: dict[str, str] = {
-    "idle": "#c62828",
-    "scale_to_zero": "#e57373",
-    "mig": "#1565c0",
-    "mps": "#6a1b9a",
-    "timeslice": "#ab47bc",
-    "spot": "#00897b",
-    "binpack": "#ef6c00",
-    "queue": "#5d4037",
-    "ray": "#0097a7",
-    "input_starved": "#827717",
-    "topology": "#455a64",
-}
+# Finding kinds (the ``rule`` of a recommendation): their order, colours and labels are the
+# kinds' own (gpuinsight.plan.kinds), so a new kind has them wherever the report draws one.
+RULES: tuple[str, ...] = tuple(k.name for k in KINDS)
+RULE_COLORS: dict[str, str] = {k.name: k.colour for k in KINDS}
+RULE_LABELS: dict[str, str] = {k.name: k.label for k in KINDS}
 
 # Volcano queue measures.
 QUEUE_MEASURES: tuple[str, ...] = ("guarantee", "deserved", "capability", "allocated (avg)", "used (avg)")
@@ -60,14 +51,14 @@ QUEUE_COLORS: dict[str, str] = {
 FRAGMENT_KINDS: tuple[str, ...] = ("on partly-used nodes", "on empty nodes")
 FRAGMENT_COLORS: dict[str, str] = {"on partly-used nodes": "#ef6c00", "on empty nodes": "#90a4ae"}
 
-# MIG fit: the smallest profile class a workload's measured compute and memory fit in.
-FIT_CLASSES: tuple[str, ...] = ("1g", "2g", "3g", "4g", "7g", "whole GPU", "not measured")
+# MIG fit: the smallest instance class the mig rule's fit gives a workload (an instance of all 7
+# slices is the whole GPU).
+FIT_CLASSES: tuple[str, ...] = ("1g", "2g", "3g", "4g", "whole GPU", "not measured")
 FIT_COLORS: dict[str, str] = {
     "1g": "#1b5e20",
     "2g": "#43a047",
     "3g": "#9ccc65",
     "4g": "#fbc02d",
-    "7g": "#ef6c00",
     "whole GPU": "#c62828",
     "not measured": "#b0bec5",
 }

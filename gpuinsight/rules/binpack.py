@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.binpack import BINPACK, BinpackProposed, NodeSetTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.pack_bound import (
@@ -61,51 +62,7 @@ from gpuinsight.rules.pool_plan import (
     solve,
     solve_limits,
 )
-from gpuinsight.rules.typed import (
-    DNS_NAME,
-    Schema,
-    Target,
-    list_of,
-    mapping,
-    number,
-    optional,
-    schema,
-    spec,
-    text,
-)
-
-
-@dataclass
-class Move(Schema):
-    namespace: str = spec(text(DNS_NAME))
-    pods: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
-    to: str = spec(text(DNS_NAME))
-    workload: str | None = spec(optional(text()), None)
-    gang: str | None = spec(optional(text()), None)
-    gpus: float = spec(number, 0.0)
-    # "from" is a Python keyword: it is added by to_dict and checked by the extra check below
-
-
-def _check_moves(data: dict[str, Any], where: str) -> None:
-    for i, move in enumerate(data.get("moves") or []):
-        text(DNS_NAME)(move.get("from") if isinstance(move, dict) else None, f"{where}.moves[{i}].from")
-
-
-@dataclass
-class BinpackProposed(Schema):
-    moves: list[dict[str, Any]] = spec(list_of(schema(Move)))
-    nodes_freed: list[str] = spec(list_of(text(DNS_NAME)), [])
-    node_pool: str | None = spec(optional(text()), None)
-    # pods on the freed nodes that other findings of the plan take away (or move away) first (by finding id)
-    pods_leaving: list[dict[str, Any]] = spec(list_of(mapping), [])
-    extra_checks = (_check_moves,)
-
-
-@dataclass
-class NodeSetTarget(Target):
-    nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
-    kind: str = spec(text(choices=("NodeSet",)), "NodeSet")
-    pool: str | None = spec(optional(text()), None)
+from gpuinsight.rules.settings import FRACTION, Setting
 
 
 class BinpackRule(Rule):
@@ -114,7 +71,8 @@ class BinpackRule(Rule):
     needs = ("placement_current", "nodes_current", "workload_gpu_profile", "disruption_budgets")
     settings = (
         Setting("include_production", True, "Allow moving production pods (they restart once)."),
-        Setting("busy_gang_activity", 0.5, "Multi-pod gangs at least this busy (mean GR activity) are never moved."),
+        Setting("busy_gang_activity", 0.5, "Multi-pod gangs at least this busy (mean GR activity) are never moved.",
+                bounds=FRACTION),
         Setting("ilp_max_variables", MAX_VARIABLES, "Pools up to this many (pods x nodes) are solved exactly.",
                 (0, 1_000_000)),
         Setting("ilp_max_nodes", MAX_NODES, "Branch-and-bound nodes one exact solve may explore (its work bound: "
@@ -124,10 +82,10 @@ class BinpackRule(Rule):
         Setting("ilp_time_limit_s", SAFETY_TIME_LIMIT_S, "Last-resort wall-clock limit of one exact solve, far "
                 "above normal solve times; a solve it stops makes that pool's plan load-dependent, and the "
                 "plan's notes say so.", (0.001, 86_400.0)),
-        Setting("confidence", 0.7, "Confidence of a plan (placement is observed, savings need the node released)."),
+        Setting("confidence", 0.7, "Confidence of a plan (placement is observed, savings need the node released).",
+                bounds=FRACTION),
     )
-    kinds = (FindingKind("binpack", "gpuinsight.actions.builders.binpack", BinpackProposed, NodeSetTarget,
-                         "nodes_released"),)
+    kinds = (BINPACK,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -167,7 +125,7 @@ class BinpackRule(Rule):
         if not freed:
             return None
         names = [problem.nodes[j].name for j in freed]
-        rid = finding_id("binpack", cluster_of(members[0]), None, None, "/".join(str(x) for x in pool_key[1:]), None)
+        rid = finding_id(BINPACK.name, cluster_of(members[0]), None, None, "/".join(str(x) for x in pool_key[1:]), None)
         released, saving = [], 0.0
         for j in freed:
             n = members[j]
@@ -197,7 +155,7 @@ class BinpackRule(Rule):
         gangs = sorted(plan.moved_gangs)
         spans = gang_spans(problem, plan)
         return Recommendation(
-            rule="binpack", id=rid, cluster=cluster_of(members[0]), node=names[0] if len(names) == 1 else None,
+            rule=BINPACK.name, id=rid, cluster=cluster_of(members[0]), node=names[0] if len(names) == 1 else None,
             title=(f"Pool {pool} ({zone}, {model}): move {len(moves)} gang(s)/pod(s) and release "
                    f"{len(names)} of {len(problem.nodes)} node(s): {', '.join(names[:5])}"
                    + (" ..." if len(names) > 5 else "")),

@@ -8,7 +8,8 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.config import DEFAULT_CLUSTER
-from gpuinsight.rules.base import HOURS_PER_MONTH, Setting
+from gpuinsight.plan import HOURS_PER_MONTH
+from gpuinsight.rules.settings import Setting
 
 # how much history a workload-level verdict needs (shared by idle and consolidation)
 MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")

@@ -17,17 +17,23 @@ the plan really leaves free.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
-from gpuinsight.migparted import check_entries
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id, stable_id
-from gpuinsight.rules.binpack import Move
+from gpuinsight.plan import Recommendation, finding_id, stable_id
+from gpuinsight.plan.kinds.mig import MIG, MigProposed, StoppedPod
+from gpuinsight.plan.kinds.server_memory import ServerMemory
+from gpuinsight.plan.kinds.sharing import MPS, TIMESLICE, MpsProposed, SharedGroupTarget, TimeslicingProposed
+from gpuinsight.plan.schema import (
+    Schema,
+    WorkloadTarget,
+)
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
@@ -53,9 +59,6 @@ from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
 from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
 from gpuinsight.rules.serving import (
-    FRACTION_FLAGS,
-    KEEP_BYTES_FLAGS,
-    KV_BYTES_FLAG,
     ServingSize,
     memory_by_workload,
     server_setting,
@@ -63,133 +66,8 @@ from gpuinsight.rules.serving import (
     serving_size,
     unit_cost_evidence,
 )
-from gpuinsight.rules.typed import (
-    DNS_LABEL,
-    DNS_NAME,
-    LABEL_VALUE,
-    MIG_PROFILE,
-    Schema,
-    Target,
-    WorkloadTarget,
-    bad,
-    boolean,
-    integer,
-    list_of,
-    mapping,
-    number,
-    optional,
-    schema,
-    spec,
-    text,
-    workload,
-)
+from gpuinsight.rules.settings import FRACTION, Setting
 
-
-def _resource_matches(data: dict[str, Any], where: str) -> None:
-    if "resource" in data and data["resource"] != f"nvidia.com/mig-{data.get('mig_profile')}":
-        raise bad(f"{where}.resource", f"{data['resource']!r} does not match mig_profile {data.get('mig_profile')!r}")
-
-
-def _check_moves(data: dict[str, Any], where: str) -> None:
-    for i, move in enumerate(data.get("evict") or []):
-        text(DNS_NAME)(move.get("from") if isinstance(move, dict) else None, f"{where}.evict[{i}].from")
-
-
-def _check_layout(data: dict[str, Any], where: str) -> None:
-    if data.get("node_layout"):
-        check_entries(data["node_layout"], f"{where}.node_layout")
-
-
-@dataclass
-class StoppedPod(Schema):
-    """A small workload's pod stopped before its GPU is repartitioned (it restarts on its slice)."""
-
-    namespace: str = spec(text(DNS_LABEL))
-    pod: str = spec(text(DNS_NAME))
-    workload: str = spec(text(DNS_NAME))
-
-
-def _check_setting(data: dict[str, Any], where: str) -> None:
-    flags = {*FRACTION_FLAGS.values(), *KEEP_BYTES_FLAGS.values(), KV_BYTES_FLAG}
-    if data.get("flag") not in flags:
-        raise bad(f"{where}.flag", f"{data.get('flag')!r} is not a memory setting gpuinsight changes ({sorted(flags)})")
-    value = data.get("value")
-    if data.get("flag") == KV_BYTES_FLAG:
-        if not isinstance(value, int | float) or value < 1 or value != int(value):
-            raise bad(f"{where}.value", f"{value!r} is not a whole number of bytes")
-    elif data.get("mode") == "set" and not (isinstance(value, int | float) and 0 < value <= 1):
-        raise bad(f"{where}.value", f"{value!r} is not a share of the device's memory in (0, 1]")
-
-
-@dataclass
-class ServerMemory(Schema):
-    """The inference server's memory setting the change carries (rules/serving.py): ``set`` the
-    flag to ``value`` (a share of the device it moves to, or vLLM's KV bytes), or ``scale`` the
-    value its container has by ``value`` (the memory of the device it leaves over that of the one
-    it moves to: the same bytes)."""
-
-    server: str = spec(text(choices=("vllm", "tgi", "sglang")))
-    flag: str = spec(text())
-    mode: str = spec(text(choices=("set", "scale")))
-    value: float = spec(number)
-    device_mib: float = spec(number)
-    device_mib_before: float = spec(number)
-    basis: str = spec(text(choices=("kv_cache", "framebuffer")))
-    extra_checks = (_check_setting,)
-
-
-@dataclass
-class MigProposed(Schema):
-    mig_profile: str = spec(text(MIG_PROFILE))
-    node_mig_config: str = spec(text(LABEL_VALUE))
-    resource: str = spec(text(), "")
-    count: int = spec(integer(1), 1)
-    gpu_model: str | None = spec(optional(text()), None)
-    node: str | None = spec(optional(text(DNS_NAME)), None)
-    repartition: bool = spec(boolean, False)  # the node is to get node_mig_config (else it runs it)
-    group: list[str] = spec(list_of(text()), [])
-    gpus_freed: float = spec(number, 0.0)
-    # the device plugin's strategy on the node: mixed (slices are nvidia.com/mig-<profile>, a node
-    # may keep GPUs whole) or single (every GPU one named layout, slices stay nvidia.com/gpu)
-    strategy: str = spec(text(choices=("mixed", "single")), "mixed")
-    gpu_index: int | None = spec(optional(integer(0, 63)), None)  # the GPU partitioned (mixed)
-    node_layout: list[dict[str, Any]] = spec(list_of(mapping), [])  # the node's mig-parted entries
-    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the node first
-    stop_first: list[dict[str, Any]] = spec(list_of(schema(StoppedPod)), [])
-    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
-    extra_checks = (_resource_matches, _check_moves, _check_layout)
-
-
-@dataclass
-class SharedProposed(Schema):
-    replicas: int = spec(integer(2, 64))
-    config_name: str = spec(text(LABEL_VALUE))
-    node: str | None = spec(optional(text(DNS_NAME)), None)
-    group: list[str] = spec(list_of(text()), [])
-    gpus_freed: float = spec(number, 0.0)
-    evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the host first
-    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
-    extra_checks = (_check_moves,)
-
-
-@dataclass
-class MpsProposed(SharedProposed):
-    sharing: str = spec(text(choices=("mps",)), "mps")
-
-
-@dataclass
-class TimeslicingProposed(SharedProposed):
-    sharing: str = spec(text(choices=("time-slicing",)), "time-slicing")
-
-
-@dataclass
-class SharedGroupTarget(Target):
-    workloads: list[dict[str, Any]] = spec(list_of(workload, non_empty=True))
-    kind: str = spec(text(choices=("SharedGroup",)), "SharedGroup")
-    member: dict[str, Any] | None = spec(optional(workload), None)
-
-
-SHARING_BUILDER = "gpuinsight.actions.builders.sharing"
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
 # what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
 OPERATOR_RESTARTS = ("the GPU Operator's device plugin, GPU feature discovery and DCGM exporter pods on the node "
@@ -205,13 +83,19 @@ class ConsolidationRule(Rule):
              "analysis_window", "disruption_budgets", "unit_economics", "serving_memory")
     settings = (
         Setting("memory_headroom", 0.10, "Framebuffer a workload gets over its observed maximum (fraction)."),
-        Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use."),
-        Setting("max_compute", 0.50, "Only workloads whose short-window p95 is at most this share of a GPU."),
-        Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU."),
-        Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas)."),
-        Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose)."),
+        Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use.",
+                bounds=(0.01, 1.0)),
+        Setting("max_compute", 0.50, "Only workloads whose short-window p95 is at most this share of a GPU.",
+                bounds=FRACTION),
+        Setting("ts_memory_fill", 0.90, "Time-slicing: summed framebuffer of clients within this share of the GPU.",
+                bounds=(0.01, 1.0)),
+        Setting("max_clients", 8, "Most workloads sharing one GPU (MPS / time-slicing replicas).",
+                bounds=(2, 64)),
+        Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose).",
+                bounds=(1, math.inf)),
         Setting("mig_strategy", "auto", "The device plugin's MIG strategy: auto (the node label "
-                                        "nvidia.com/mig.strategy, mixed without it), mixed or single."),
+                                        "nvidia.com/mig.strategy, mixed without it), mixed or single.",
+                choices=("auto", "mixed", "single")),
         Setting("kv_cache_headroom", 0.5, "An inference server sized on its KV cache keeps this much more than "
                                           "the KV cache it used at peak (fraction)."),
         Setting("server_context_mib", 1024.0, "MiB a server's device holds beside the share of memory it "
@@ -219,11 +103,7 @@ class ConsolidationRule(Rule):
         MIN_HOURS,
         FULL_CONFIDENCE,
     )
-    kinds = (
-        FindingKind("mig", "gpuinsight.actions.builders.mig", MigProposed, WorkloadTarget, "gpus_returned"),
-        FindingKind("mps", SHARING_BUILDER, MpsProposed, SharedGroupTarget, "gpus_returned"),
-        FindingKind("timeslice", SHARING_BUILDER, TimeslicingProposed, SharedGroupTarget, "gpus_returned"),
-    )
+    kinds = (MIG, MPS, TIMESLICE)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -245,8 +125,7 @@ class ConsolidationRule(Rule):
         catalog = ctx.rows(frames, "mig_catalog")
         layouts = parse_layouts(catalog[0]["layouts"] or []) if catalog else []
         for c in catalog:
-            profiles[c["gpu_model"]].append(MigProfile(c["gpu_model"], c["profile"], c["memory_gb"],
-                                                       c["compute_slices"], c["memory_slices"], c["max_instances"]))
+            profiles[c["gpu_model"]].append(MigProfile.from_row(c))
         out: list[Recommendation] = []
         # 1. free instances of nodes already running MIG: already paid for, no repartitioning
         groups: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
@@ -344,7 +223,7 @@ class ConsolidationRule(Rule):
         setting = server_setting(size, device_mib, _device_mib(d.row))
         if setting is None:
             return
-        proposed.server_memory = ServerMemory(**setting).to_dict()  # type: ignore[attr-defined]
+        proposed.server_memory = ServerMemory(**setting).to_dict()  # type: ignore[attr-defined]  # MigProposed or SharedProposed
         if setting["mode"] == "set":
             evidence["server_setting"] = f"{setting['flag']}={setting['value']:g}"
         else:
@@ -384,7 +263,7 @@ class ConsolidationRule(Rule):
         r, prof = d.row, slot.profile
         cluster = d.key[0]
         freed = 1.0 - prof.compute_slices / 7
-        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         src = nodes[(cluster, d.node)]
         gpu_price = _gpu_price(src)
         ctx.ledger.account((cluster, d.node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
@@ -452,7 +331,7 @@ class ConsolidationRule(Rule):
         r, cluster = d.row, d.key[0]
         gpu = rp.gpus[index]
         freed = 1.0 - gpu.share(d)
-        rid = finding_id("mig", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         layout = rp.layout()
         config = mig_config_name(rp.node, layout)
         granted = self._claim(rid, d, freed, ctx, nodes, room, set())

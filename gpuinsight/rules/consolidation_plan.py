@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.rules.common import compute_peak, num
-from gpuinsight.rules.mig_packing import MigProfile, fits_a_layout
+from gpuinsight.rules.mig_packing import MigProfile, fits, fits_a_layout, slice_profiles, slices_for
 from gpuinsight.rules.serving import serving_size
 
 # Per-GPU instance classes of mig-parted's `all-balanced` (2 x 1g, 1 x 2g, 1 x 3g on 7-slice GPUs).
@@ -78,17 +78,11 @@ def demand_size(row: dict[str, Any], t: Targets) -> tuple[float, float]:
 
 def slices_needed(d: Demand, t: Targets) -> int:
     """Compute slices (of 7) so that the demand's peak is at most the target share of the slice."""
-    return max(1, math.ceil(d.compute * 7 / t.compute_target - 1e-9))
+    return slices_for(d.compute, t.compute_target)
 
 
 def fits_profile(d: Demand, p: MigProfile, t: Targets) -> bool:
-    return p.usable_mib >= d.mem_mib and p.compute_slices >= slices_needed(d, t) and p.compute_slices < 7
-
-
-def slice_profiles(profiles: list[MigProfile]) -> list[MigProfile]:
-    """The instances a demand may get: less than the whole GPU, no media-extension variants."""
-    return sorted((p for p in profiles if p.compute_slices < 7 and "+me" not in p.profile),
-                  key=lambda p: (p.compute_slices, p.memory_slices, p.profile))
+    return fits(p, d.mem_mib, slices_needed(d, t))
 
 
 def layout_ok(classes: Counter[str], layouts: list[Counter[str]], per_gpu: list[MigProfile]) -> bool:

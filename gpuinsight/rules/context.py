@@ -3,12 +3,14 @@ earlier rules changed (pods scaled away, nodes turned into MIG or shared-GPU hos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.rules.common import num, rows, window_hours
 from gpuinsight.rules.ledger import Ledger
 from gpuinsight.rules.production import DEFAULT, ProductionClassifier
+from gpuinsight.rules.settings import Resolved
 from gpuinsight.rules.topology_domains import Topology, build_topology
 
 
@@ -27,7 +29,7 @@ class PlanContext:
     # budget (``pdb:cluster/ns/name``, ``gang:cluster/ns/name``) -> evictions earlier findings of the plan make
     evictions: dict[str, int] = field(default_factory=dict)
     # every rule's resolved settings (the pool planner reads binpack's: which pods may move)
-    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settings: Mapping[str, Resolved] = field(default_factory=dict)
     # binpack's moves: (cluster, namespace, workload) -> {from node: to node}
     relocated: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
     # ... and per pod: (cluster, namespace, pod) -> the node it moves to
@@ -43,22 +45,19 @@ class PlanContext:
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
 
     def note(self, text: str) -> None:
+        """Say something about the plan as a whole (its notes), once."""
         if text not in self.notes:
             self.notes.append(text)
 
-    def rule_settings(self, name: str) -> dict[str, Any]:
-        """A rule's resolved settings: the plan's, else the rule's defaults."""
-        if name not in self.settings:
-            from gpuinsight.rules.registry import SETTING_GROUPS
-
-            rule = next(r for r in SETTING_GROUPS if r.name == name)
-            self.settings[name] = rule.resolve_settings()
+    def rule_settings(self, name: str) -> Resolved:
+        """A rule's resolved settings (the engine resolves every group before the first rule runs)."""
         return self.settings[name]
 
-    def rows(self, frames: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    def rows(self, frames: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
         """A frame as row dicts, converted once per plan (read-only: rules copy before changing)."""
+        frame = frames.get(name)  # asked every time: a rule's frames refuse a model it does not declare
         if name not in self._rows:
-            self._rows[name] = rows(frames.get(name))
+            self._rows[name] = rows(frame)
         return self._rows[name]
 
     def topology(self, frames: dict[str, Any]) -> Topology:

@@ -19,47 +19,19 @@ ledger (so binpack or idle findings releasing the same node never count it twice
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.cpu_pods import CPU_PODS, CpuPodsProposed, NodePoolTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import (
-    DNS_NAME,
-    Schema,
-    Target,
-    boolean,
-    list_of,
-    mapping,
-    optional,
-    spec,
-    text,
-    workload,
-)
+from gpuinsight.rules.settings import FRACTION, Setting
 
-KIND = "cpu_pods_on_gpu_nodes"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 POOL_KINDS = ("karpenter", "eks-nodegroup")
-
-
-@dataclass
-class CpuPodsProposed(Schema):
-    taint: dict[str, Any] = spec(mapping)
-    nodes: list[str] = spec(list_of(text(DNS_NAME), non_empty=True))
-    node_pool: str | None = spec(optional(text()), None)
-    node_pool_kind: str | None = spec(optional(text()), None)
-    tolerate: list[dict[str, Any]] = spec(list_of(workload), [])     # GPU workloads that get the toleration
-    holders: list[dict[str, Any]] = spec(list_of(mapping), [])      # the CPU-only workloads kept off
-    already_tainted: bool = spec(boolean, False)
-
-
-@dataclass
-class NodePoolTarget(Target):
-    kind: str = spec(text(choices=("NodePool", "NodeGroup", "Node")))
-    name: str = spec(text())
 
 
 class CpuPodsOnGpuNodesRule(Rule):
@@ -70,10 +42,10 @@ class CpuPodsOnGpuNodesRule(Rule):
     settings = (
         Setting("min_held_hours", 2.0, "Node-hours (summed over the pool) CPU-only pods kept up before it is a "
                                        "finding: a pod briefly landing on an empty GPU node is not one."),
-        Setting("confidence", 0.6, "Confidence when an autoscaler manages the pool (Karpenter, EKS node group)."),
+        Setting("confidence", 0.6, "Confidence when an autoscaler manages the pool (Karpenter, EKS node group).",
+                bounds=FRACTION),
     )
-    kinds = (FindingKind(KIND, "gpuinsight.actions.builders.cpu_pods", CpuPodsProposed, NodePoolTarget,
-                         "nodes_released"),)
+    kinds = (CPU_PODS,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -94,7 +66,7 @@ class CpuPodsOnGpuNodesRule(Rule):
                  settings: dict[str, Any], ctx: PlanContext) -> Recommendation:
         pooled = pool_kind is not None
         target_kind = {"karpenter": "NodePool", "eks-nodegroup": "NodeGroup"}.get(pool_kind or "", "Node")
-        rid = finding_id(KIND, cluster, None, None, f"{target_kind}/{name}", None)
+        rid = finding_id(CPU_PODS.name, cluster, None, None, f"{target_kind}/{name}", None)
         saving = 0.0
         for n in nodes:
             hours = num(n.get("window_hours"))
@@ -124,7 +96,7 @@ class CpuPodsOnGpuNodesRule(Rule):
             title = (f"GPU {what}: pods asking for no GPU ({names}) kept {len(nodes)} node(s) up for "
                      f"{held_hours:.0f} node-hour(s) with no GPU in use: taint the pool nvidia.com/gpu:NoSchedule")
         return Recommendation(
-            rule=KIND, id=rid, cluster=cluster, node=nodes[0]["node"] if len(nodes) == 1 else None,
+            rule=CPU_PODS.name, id=rid, cluster=cluster, node=nodes[0]["node"] if len(nodes) == 1 else None,
             title=title,
             current={"taints": nodes[0].get("taints") or [], "held_node_hours": round(held_hours, 2)},
             proposed=CpuPodsProposed(

@@ -1,37 +1,68 @@
-"""Run the rules: fetch the frames they name, evaluate in order, attach actions, store the plan."""
+"""Evaluate the rules: frames in, a plan out. Pure: nothing here reads the warehouse or a cluster
+(:meth:`gpuinsight.api.GpuInsight.recommend` fetches the frames, attaches the actions and stores).
+
+The rules run in the savings ledger's order (:data:`gpuinsight.rules.registry.ALL_RULES`), each
+claiming what it saves; every finding's evidence gets its kind's ``saving_basis`` and its claims
+per node, and the ledger's invariants are checked (a violation is a bug and raises
+:class:`gpuinsight.rules.ledger.LedgerError`).
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import Plan, Recommendation
+from gpuinsight.plan import Plan, Recommendation, kind_of
+from gpuinsight.plan.model import finding_order
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.ledger import Ledger
 from gpuinsight.rules.production import ProductionClassifier
-from gpuinsight.rules.registry import ALL_RULES, KINDS, SETTING_GROUPS
+from gpuinsight.rules.registry import ALL_RULES, SETTING_GROUPS
+from gpuinsight.rules.settings import Resolved
 
-if TYPE_CHECKING:
-    from gpuinsight.api import GpuInsight
-    from gpuinsight.warehouse import Warehouse
+# frames the engine itself reads, whatever the rules declare: the window (hours, catalog, the
+# clusters judged), the ledger's node costs, and what the plan's topology is built from
+ENGINE_FRAMES = ("analysis_window", "node_costs", "nodes_current", "network_topology")
 
-
-def frames_for(gi: GpuInsight, names: set[str]) -> dict[str, pl.DataFrame]:
-    return {name: gi.query(name) for name in sorted(names)}
+Settings = Mapping[str, Mapping[str, Any]]
 
 
 def needed_frames() -> set[str]:
-    names: set[str] = {"analysis_window", "node_costs", "nodes_current", "network_topology"}
+    """Every SQL model a plan reads: the engine's and each rule's declared ``needs``."""
+    names: set[str] = set(ENGINE_FRAMES)
     for rule in ALL_RULES:
         names.update(rule.needs)
     return names
 
 
-def resolve_all(settings: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+class DeclaredFrames(Mapping[str, pl.DataFrame]):
+    """The frames one rule may read: its declared ``needs`` and the engine's. Reading any other
+    is a bug in the rule (it would depend on a model :func:`needed_frames` may not fetch) and
+    raises; a declared frame the caller did not give reads as absent."""
+
+    def __init__(self, frames: Mapping[str, pl.DataFrame], rule: str, declared: Iterable[str]) -> None:
+        self._frames, self._rule = frames, rule
+        self._declared = frozenset(declared) | frozenset(ENGINE_FRAMES)
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        if name not in self._declared:
+            raise AssertionError(f"rule {self._rule} reads the model {name!r} it does not declare in its needs")
+        return self._frames[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in self._frames if n in self._declared)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def resolve_all(settings: Settings | None) -> dict[str, Resolved]:
+    """Every settings group resolved (read-only), or BadInput naming the unknown group or the
+    setting and why its value is refused."""
     settings = settings or {}
     unknown = set(settings) - {r.name for r in SETTING_GROUPS}
     if unknown:
@@ -42,19 +73,16 @@ def resolve_all(settings: dict[str, dict[str, Any]] | None) -> dict[str, dict[st
         raise BadInput(str(exc)) from exc
 
 
-def topology_label_settings(resolved: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def topology_label_settings(resolved: Mapping[str, Resolved]) -> dict[str, Any]:
     """The label keys of each topology level, from the topology rule's settings."""
     topo = resolved.get("topology") or {}
     return {level: topo[f"{level}_labels"] for level in ("nvlink", "rack", "block") if f"{level}_labels" in topo}
 
 
-def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
+def evaluate_plan(frames: Mapping[str, pl.DataFrame], settings: Settings | None = None,
                   *, only: set[str] | None = None) -> tuple[list[Recommendation], PlanContext]:
-    """Pure: frames in, recommendations out (largest saving first), with the plan's ledger.
-
-    Rules run in the ledger's order, each claiming what it saves; every finding's evidence
-    gets its ``saving_basis`` and its claims per node, and the ledger's invariants are checked
-    (a violation is a bug and raises :class:`gpuinsight.rules.ledger.LedgerError`)."""
+    """Pure: frames in, recommendations out (in the plan's order), with the plan's context (its
+    ledger). ``only``: the rules or kinds to run (the others are skipped)."""
     resolved = resolve_all(settings)
     ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]),
                       topology_labels=topology_label_settings(resolved), settings=resolved)
@@ -62,7 +90,8 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:
             continue
-        recs.extend(r for r in rule_cls().evaluate(frames, resolved[rule_cls.name], ctx)
+        view = DeclaredFrames(frames, rule_cls.name, rule_cls.needs)
+        recs.extend(r for r in rule_cls().evaluate(view, resolved[rule_cls.name], ctx)
                     if not only or r.rule in only or rule_cls.name in only)
     ids = [r.id for r in recs]
     if len(set(ids)) != len(ids):
@@ -72,17 +101,14 @@ def evaluate_plan(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str,
     if strays:
         raise AssertionError(f"findings of a cluster the frames do not hold: {strays}")
     for rec in recs:
-        rec.evidence["saving_basis"] = KINDS[rec.rule].saving_basis
+        rec.evidence["saving_basis"] = kind_of(rec.rule).saving_basis
         rec.evidence["claims"] = ctx.ledger.evidence_for(rec.id)
     ctx.ledger.check({r.id: r.monthly_savings_usd for r in recs})
-    # equal savings: by what the findings are about (not by id, a hash), so the same stack in
-    # two clusters lists its findings, and emits its steps, in the same order in each
-    recs.sort(key=lambda r: (-r.monthly_savings_usd, r.rule, r.cluster, r.namespace or "", r.workload or "",
-                             r.node or "", r.queue or "", r.id))
+    recs.sort(key=finding_order)
     return recs, ctx
 
 
-def frame_clusters(frames: dict[str, pl.DataFrame]) -> list[str]:
+def frame_clusters(frames: Mapping[str, pl.DataFrame]) -> list[str]:
     """The clusters the frames hold data for (the analysis window has a row per cluster)."""
     w = frames.get("analysis_window")
     if w is None or "cluster" not in w.columns:
@@ -90,18 +116,19 @@ def frame_clusters(frames: dict[str, pl.DataFrame]) -> list[str]:
     return sorted({str(c) for c in w.get_column("cluster").to_list() if c})
 
 
-def evaluate_rules(frames: dict[str, pl.DataFrame], settings: dict[str, dict[str, Any]] | None = None,
+def evaluate_rules(frames: Mapping[str, pl.DataFrame], settings: Settings | None = None,
                    *, only: set[str] | None = None) -> list[Recommendation]:
     """Pure: frames in, recommendations out (sorted by monthly saving, largest first)."""
     return evaluate_plan(frames, settings, only=only)[0]
 
 
-def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None) -> Plan:
-    resolve_all(settings)  # bad settings fail before any query runs
-    frames = frames_for(gi, needed_frames())
+def make_plan(frames: Mapping[str, pl.DataFrame], settings: Settings | None = None, *,
+              now: datetime | None = None) -> Plan:
+    """Pure: the plan of the rules over ``frames`` (no actions yet): its id and time, the window
+    and catalog it judged, the fleet's spend the ledger checked it against, and its notes."""
     recs, ctx = evaluate_plan(frames, settings)
     w = frames["analysis_window"]
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     plan = Plan(plan_id=Plan.new_id(now), created_at=now, catalog=w["catalog"].max() if w.height else None,
                 window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
                 recommendations=recs, spend_monthly_usd=round(ctx.ledger.spend_monthly_usd(), 2),
@@ -113,29 +140,4 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
     if len(plan.clusters) > 1:
         plan.notes.append("savings per cluster: " + ", ".join(
             f"{c} ${v:,.0f}/month" for c, v in plan.savings_by_cluster().items()))
-    attach_actions(gi, plan)
     return plan
-
-
-def attach_actions(gi: GpuInsight, plan: Plan) -> None:
-    """Fill each recommendation's ``actions`` with the concrete changes (actions package)."""
-    try:
-        from gpuinsight.actions.plan import actions_for_plan
-    except ImportError:  # the action builders are optional for analysis-only installs
-        plan.notes.append("action builders unavailable: recommendations carry no actions")
-        return
-    actions_for_plan(gi.wh, plan)
-
-
-def store_plan(wh: Warehouse, plan: Plan) -> None:
-    """Keep the plan's recommendations (with their actions) in ``recommendations``, one merge."""
-    if not plan.recommendations:
-        return
-    created = plan.created_at.astimezone(UTC).replace(tzinfo=None) if plan.created_at.tzinfo else plan.created_at
-    frame = pl.DataFrame([
-        {"plan_id": plan.plan_id, "id": r.id, "rule": r.rule, "cluster": r.cluster, "namespace": r.namespace, "workload": r.workload,
-         "node": r.node, "queue": r.queue, "title": r.title, "monthly_savings_usd": r.monthly_savings_usd,
-         "confidence": r.confidence, "body": json.dumps(r.to_dict(), default=str), "created_at": created}
-        for r in plan.recommendations
-    ], infer_schema_length=None)  # early rows may all have a null queue or node
-    wh.merge("recommendations", frame, ["plan_id", "id"])

@@ -12,12 +12,14 @@ scale_to_zero begins"); workloads an earlier rule (ray) claimed are not judged a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.idle import IDLE, IdleProposed, Schedule
+from gpuinsight.plan.schema import WorkloadTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
@@ -35,20 +37,7 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.serving import served_nothing, serving_by_workload
-from gpuinsight.rules.typed import Schema, WorkloadTarget, integer, list_of, optional, schema, spec, text
-
-
-@dataclass
-class Schedule(Schema):
-    active_hours_utc: list[int] = spec(list_of(integer(0, 23), non_empty=True))
-    timezone: str = spec(text(choices=("UTC",)), "UTC")
-
-
-@dataclass
-class IdleProposed(Schema):
-    replicas: int = spec(integer(0, 0))
-    reason: str = spec(text(choices=("idle", "periodic")), "idle")
-    schedule: dict[str, Any] | None = spec(optional(schema(Schedule)), None)
+from gpuinsight.rules.settings import FRACTION, Setting
 
 
 class IdleRule(Rule):
@@ -57,16 +46,21 @@ class IdleRule(Rule):
                "services); give periodic work a schedule instead.")
     needs = ("workload_gpu_profile", "analysis_window", "unit_economics")
     settings = (
-        Setting("max_median_activity", 0.01, "Idle when the median GR engine activity is at most this (0..1) ..."),
-        Setting("max_active_fraction", 0.10, "... at most this share of samples is active (GR > 5 %) ..."),
-        Setting("max_peak_p95", 0.10, "... and the short-window p95 (p95 of the per-step max) is at most this."),
+        Setting("max_median_activity", 0.01, "Idle when the median GR engine activity is at most this (0..1) ...",
+                bounds=FRACTION),
+        Setting("max_active_fraction", 0.10, "... at most this share of samples is active (GR > 5 %) ...",
+                bounds=FRACTION),
+        Setting("max_peak_p95", 0.10, "... and the short-window p95 (p95 of the per-step max) is at most this.",
+                bounds=FRACTION),
         MIN_HOURS,
-        Setting("periodic_max_hours", 16, "Periodic work: active at most this many recurring UTC hours a day."),
-        Setting("periodic_margin_hours", 1, "Hours kept before and after each recurring run."),
+        Setting("periodic_max_hours", 16, "Periodic work: active at most this many recurring UTC hours a day.",
+                bounds=(0, 24)),
+        Setting("periodic_margin_hours", 1, "Hours kept before and after each recurring run.",
+                bounds=(0, 24)),
         Setting("periodic_max_stray_per_day", 1.0, "Active hours outside the recurring ones allowed per day."),
         FULL_CONFIDENCE,
     )
-    kinds = (FindingKind("idle", "gpuinsight.actions.builders.idle", IdleProposed, WorkloadTarget, "gpus_returned"),)
+    kinds = (IDLE,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -99,7 +93,7 @@ class IdleRule(Rule):
 
     def _finding(self, r: dict[str, Any], frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext, hours: float, run: list[int] | None, zero_tokens: bool = False) -> Recommendation:
-        rid = finding_id("idle", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(IDLE.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         share = 1.0 if run is None else 1.0 - len(run) / 24.0
         granted = ctx.claim_workload_hours(rid, r, frames, share)
         if run is None:  # scaled away: its pods leave their nodes (periodic work keeps its place)
@@ -121,7 +115,7 @@ class IdleRule(Rule):
                      f"at {hours_label(run)} UTC: run it on a schedule and scale it to zero in between")
             proposed = IdleProposed(0, "periodic", Schedule(run).to_dict())
         return Recommendation(
-            rule="idle", id=rid, cluster=cluster_of(r),
+            rule=IDLE.name, id=rid, cluster=cluster_of(r),
             namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=title,
             current={"gpus": gpus, "workload_kind": r.get("workload_kind")},

@@ -30,12 +30,14 @@ it). Never proposes fewer GPUs, a slice or scale-to-zero.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.input_starved import INPUT_STARVED, InputStarvedProposed
+from gpuinsight.plan.schema import WorkloadTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
@@ -49,9 +51,8 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import Schema, WorkloadTarget, list_of, number, optional, spec, text
+from gpuinsight.rules.settings import FRACTION, Setting
 
-CAUSES = ("cpu", "transfer", "storage", "undiagnosed")
 FIXES = {
     "cpu": ["more data-loader workers (e.g. PyTorch DataLoader num_workers)", "a larger CPU request for the pod",
             "decode/augment on the GPU (e.g. NVIDIA DALI)"],
@@ -65,30 +66,26 @@ FIXES = {
 GB = 1e9
 
 
-@dataclass
-class InputStarvedProposed(Schema):
-    cause: str = spec(text(choices=CAUSES))
-    fixes: list[str] = spec(list_of(text(), non_empty=True))
-    target_duty_cycle: float = spec(number, 0.95)
-    cpu_request: float | None = spec(optional(number), None)   # cores per pod (cause "cpu")
-
-
 class InputStarvedRule(Rule):
     name = "input_starved"
     summary = ("Training GPUs that alternate between bursts and stalls with a full framebuffer: waiting for "
                "data, not idle; diagnose the cause (CPU, host-to-device copies, storage) and price the wait.")
     needs = ("workload_input_profile", "workload_gpu_profile", "analysis_window")
     settings = (
-        Setting("min_burst_level", 0.5, "When fed, the GPU reaches at least this activity (p95 of the per-step max)."),
-        Setting("max_duty_cycle", 0.8, "Flag when mean activity / burst level is at most this (waits >= 20 %)."),
+        Setting("min_burst_level", 0.5, "When fed, the GPU reaches at least this activity (p95 of the per-step max).",
+                bounds=FRACTION),
+        Setting("max_duty_cycle", 0.8, "Flag when mean activity / burst level is at most this (waits >= 20 %).",
+                bounds=FRACTION),
         Setting("min_stall_fraction", 0.1, "At least this share of steps holds a stall (a step below 5 %, or a "
-                                           "step whose min is below 5 % and max above half the burst level)."),
+                                           "step whose min is below 5 % and max above half the burst level).",
+                                                   bounds=FRACTION),
         Setting("max_stall_minutes", 30.0, "Stalls last at most this long on average: an input stall is the "
                                            "next batch or shard; hours of quiet are a schedule (the idle rule)."),
         Setting("max_fb_cv", 0.15, "The framebuffer is steady: stddev / mean over steps at most this."),
         Setting("min_fb_idle_ratio", 0.9, "Framebuffer in stalled steps at least this share of busy steps "
-                                          "(the model stays resident while the GPU waits)."),
-        Setting("target_duty_cycle", 0.95, "What a fed pipeline reaches; the saving is 1 - duty/target of the cost."),
+                                          "(the model stays resident while the GPU waits).", bounds=FRACTION),
+        Setting("target_duty_cycle", 0.95, "What a fed pipeline reaches; the saving is 1 - duty/target of the cost.",
+                bounds=(0.01, 1.0)),
         Setting("cpu_busy_ratio", 0.8, "CPU-bound: the pod uses at least this share of its CPU request while "
                                        "its GPUs wait."),
         Setting("transfer_busy_ratio", 0.5, "Copy-bound: PCIe/NVLink RX while waiting at least this share of its "
@@ -97,8 +94,7 @@ class InputStarvedRule(Rule):
         MIN_HOURS,
         FULL_CONFIDENCE,
     )
-    kinds = (FindingKind("input_starved", "gpuinsight.actions.builders.input_starved", InputStarvedProposed,
-                         WorkloadTarget, "waiting_time"),)
+    kinds = (INPUT_STARVED,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -123,7 +119,7 @@ class InputStarvedRule(Rule):
         duty = num(sig.get("duty_cycle"))
         target = settings["target_duty_cycle"]
         share = max(0.0, 1.0 - duty / target) if target > 0 else 0.0
-        rid = finding_id("input_starved", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(INPUT_STARVED.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         granted = ctx.claim_workload_time(rid, r, frames, share)
         cause, why, measured = diagnose(sig, settings)
         cost_month = monthly(num(r.get("cost_usd")) / hours)
@@ -144,7 +140,7 @@ class InputStarvedRule(Rule):
                       f"{step} s steps, one reading per step (the step's value is its min and max)")
         model = r.get("gpu_model") or "GPU"
         return Recommendation(
-            rule="input_starved", id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
+            rule=INPUT_STARVED.name, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=(f"{r['namespace']}/{r['workload']} keeps {gpus:g} {model} GPU(s) waiting for input "
                    f"{pct(1 - duty)}% of the time (bursts at {pct(sig.get('burst_level'))}%, framebuffer full): "
                    f"{why}; fix the input pipeline, not the GPUs"),

@@ -24,10 +24,9 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from gpuinsight.rules.base import Recommendation, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.queue import CLUSTER_QUEUE, QUEUE
 from gpuinsight.rules.common import cluster_of, monthly, num
-
-CLUSTER_QUEUE = "ClusterQueue"
 
 
 def _ceil(value: float) -> float:
@@ -125,8 +124,8 @@ def _finding(cluster: str, name: str, changes: list[tuple[dict[str, Any], dict[s
                  + (f"; borrowing from cohort {cohort} covers the peaks above it" if covers else ""))
     floor_rows = [(r.get("largest_workload_need"), r.get("reserved_now")) for r, _ in changes]
     return Recommendation(
-        rule="queue", queue=name, cluster=cluster,
-        id=finding_id("queue", cluster, None, None, None, f"{CLUSTER_QUEUE}/{name}"),
+        rule=QUEUE.name, queue=name, cluster=cluster,
+        id=finding_id(QUEUE.name, cluster, None, None, None, f"{CLUSTER_QUEUE}/{name}"),
         title=title, current={"quotas": current}, proposed={"quotas": proposed},
         monthly_savings_usd=0.0, confidence=0.5 if starved else 0.6,
         evidence={

@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from gpuinsight.kubelabels import LabelIndex, selector_matches
+from gpuinsight.kubelabels import json_object as as_map
 from gpuinsight.rules.common import cluster_of, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
+from gpuinsight.rules.disruption import allowed_disruptions
 from gpuinsight.rules.pack_bound import (
     PoolNode,
     PoolPlan,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
+from gpuinsight.kubelabels import label_map
 from gpuinsight.rules.common import num
 from gpuinsight.rules.consolidation_plan import (
     Demand,
@@ -42,7 +43,6 @@ from gpuinsight.rules.consolidation_plan import (
     pack_mig_gpus,
 )
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.disruption import as_map
 from gpuinsight.rules.mig_packing import MigProfile
 from gpuinsight.rules.pack_bound import PoolPlan, PoolProblem, check_plan
 from gpuinsight.rules.pool_plan import PoolInputs, PoolKey, build_problem, move_list, solve
@@ -103,7 +103,7 @@ def node_strategy(n: dict[str, Any], setting: str) -> str:
     discovery writes it), else ``mixed`` (what per-GPU partitioning needs; a prerequisite)."""
     if setting in ("mixed", "single"):
         return setting
-    return str(as_map(n.get("labels")).get(STRATEGY_LABEL) or "mixed")
+    return str(label_map(n.get("labels")).get(STRATEGY_LABEL) or "mixed")
 
 
 def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand],

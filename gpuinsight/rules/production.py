@@ -14,14 +14,14 @@ carries the reason, which the findings show in their evidence.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import Setting
+from gpuinsight.kubelabels import label_map
+from gpuinsight.rules.settings import Setting
 
 _SPLIT = re.compile(r"[-_./:\s]+")
 TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
@@ -54,18 +54,6 @@ def tokens(name: str) -> list[str]:
     return [t for t in _SPLIT.split(name.lower()) if t]
 
 
-def string_map(value: Any) -> dict[str, str]:
-    """A labels/annotations value (a JSON string or a dict) as a str -> str dict; {} if neither."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
 @dataclass(frozen=True)
 class ProductionClassifier:
     tokens: tuple[str, ...] = ("prod", "production", "prd")
@@ -93,7 +81,7 @@ class ProductionClassifier:
     def classify(self, namespace: str | None, priority_class: str | None = None, labels: Any = None,
                  annotations: Any = None) -> tuple[bool, str]:
         """(is production, why) for one pod or workload."""
-        labels, annotations = string_map(labels), string_map(annotations)
+        labels, annotations = label_map(labels), label_map(annotations)
         # kube-state-metrics spells label keys with underscores; compare in that spelling too
         flat = {k.lower(): v for k, v in labels.items()} | {re.sub(r"[^a-z0-9]", "_", k.lower()): v
                                                             for k, v in labels.items()}

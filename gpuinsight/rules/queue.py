@@ -17,67 +17,19 @@ running, pending and recent work: below it that work could never be admitted aga
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.queue import QUEUE, QueueProposed, QueueTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.kueue import CLUSTER_QUEUE, kueue_findings
-from gpuinsight.rules.typed import (
-    DNS_NAME,
-    LABEL_KEY,
-    Schema,
-    Target,
-    integer,
-    list_of,
-    mapping,
-    number,
-    optional,
-    resource_list,
-    schema,
-    spec,
-    text,
-)
+from gpuinsight.rules.kueue import kueue_findings
+from gpuinsight.rules.settings import FRACTION, Setting
 
 GPU = "nvidia.com/gpu"
-
-
-def _guarantee(value: Any, where: str) -> None:
-    mapping(value, where)
-    resource_list(value.get("resource", value), where)
-
-
-@dataclass
-class FlavorQuota(Schema):
-    """One (flavor, resource) quota of a Kueue ClusterQueue."""
-
-    flavor: str = spec(text(DNS_NAME))
-    resource: str = spec(text(LABEL_KEY))
-    nominal_quota: float = spec(number)
-    lending_limit: float | None = spec(optional(number), None)
-
-
-@dataclass
-class QueueProposed(Schema):
-    """A Volcano Queue's weight / deserved / capability / guarantee, or a ClusterQueue's quotas."""
-
-    weight: int | None = spec(optional(integer(1, 65535)), None)
-    deserved: dict[str, Any] | None = spec(optional(resource_list), None)
-    capability: dict[str, Any] | None = spec(optional(resource_list), None)
-    guarantee: dict[str, Any] | None = spec(optional(_guarantee), None)
-    quotas: list[dict[str, Any]] | None = spec(optional(list_of(schema(FlavorQuota), non_empty=True)), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in super().to_dict().items() if v is not None}
-
-
-@dataclass
-class QueueTarget(Target):
-    name: str = spec(text(DNS_NAME))
-    kind: str = spec(text(choices=("Queue", CLUSTER_QUEUE)), "Queue")
 
 
 class QueueRule(Rule):
@@ -86,13 +38,15 @@ class QueueRule(Rule):
                "queue really uses.")
     needs = ("queue_usage", "kueue_quota_usage", "fleet_summary")
     settings = (
-        Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved."),
+        Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved.",
+                bounds=FRACTION),
         Setting("min_idle_gpus", 2.0, "...and at least this many deserved GPUs go unused."),
         Setting("headroom", 0.25, "Headroom over the p95 when proposing a new deserved value."),
         Setting("starved_pending_s", 1800.0, "p95 scheduling wait that counts as starved."),
-        Setting("starved_use_ratio", 0.9, "...while the queue holds at least this share of its capability."),
+        Setting("starved_use_ratio", 0.9, "...while the queue holds at least this share of its capability.",
+                bounds=FRACTION),
     )
-    kinds = (FindingKind("queue", "gpuinsight.actions.builders.queue", QueueProposed, QueueTarget, "entitlement"),)
+    kinds = (QUEUE,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -132,8 +86,8 @@ class QueueRule(Rule):
                     current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
-                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
+                    rule=QUEUE.name, queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower "
                            + (f"deserved to {new_deserved}, " if lower_deserved else "")
@@ -162,8 +116,8 @@ class QueueRule(Rule):
                     deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
                 ).to_dict()
                 out.append(Recommendation(
-                    rule="queue", queue=q["queue"], cluster=cluster_of(q),
-                    id=finding_id("queue", cluster_of(q), None, None, None, q["queue"]),
+                    rule=QUEUE.name, queue=q["queue"], cluster=cluster_of(q),
+                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q["queue"]),
                     title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
                     current={"capability": {GPU: cap}}, proposed=proposed,

@@ -23,12 +23,13 @@ job finding's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.ray import RAY, RayProposed, RayTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
@@ -40,44 +41,10 @@ from gpuinsight.rules.common import (
     window_hours,
 )
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.typed import (
-    DNS_LABEL,
-    DNS_NAME,
-    Schema,
-    Target,
-    boolean,
-    integer,
-    optional,
-    spec,
-    text,
-)
+from gpuinsight.rules.settings import FRACTION, Setting
 
-CHANGES = ("job_cleanup", "worker_min_replicas", "head_gpus")
 DONE = ("Complete", "Failed")
 HEAD_GROUP = "headgroup"
-
-
-@dataclass
-class RayProposed(Schema):
-    change: str = spec(text(choices=CHANGES))
-    min_replicas: int | None = spec(optional(integer(0)), None)
-    autoscaling: bool | None = spec(optional(boolean), None)
-    idle_timeout_s: int | None = spec(optional(integer(0)), None)
-    head_gpus: int | None = spec(optional(integer(0, 0)), None)
-    shutdown_after_finish: bool | None = spec(optional(boolean), None)
-    ttl_after_finish_s: int | None = spec(optional(integer(0)), None)
-
-
-@dataclass
-class RayTarget(Target):
-    """The object patched (RayCluster, or the RayJob / RayService that owns it) and its group."""
-
-    kind: str = spec(text(choices=("RayCluster", "RayJob", "RayService")))
-    name: str = spec(text(DNS_NAME))
-    namespace: str | None = spec(optional(text(DNS_LABEL)), None)
-    ray_cluster: str | None = spec(optional(text(DNS_NAME)), None)
-    group: str | None = spec(optional(text(max_len=253)), None)
-    group_index: int | None = spec(optional(integer(0)), None)
 
 
 class RayRule(Rule):
@@ -92,13 +59,13 @@ class RayRule(Rule):
         Setting("idle_timeout_s", 600, "Autoscaler idleTimeoutSeconds proposed (and the most a current one may "
                                        "be)."),
         Setting("max_head_peak", 0.10, "Head GPUs are idle when the p95 of their hourly max GR activity is at most "
-                                       "this."),
+                                       "this.", bounds=FRACTION),
         Setting("max_post_job_peak", 0.10, "A finished job's cluster is idle when the p95 of its hourly max GR "
-                                           "activity after the end is at most this."),
+                                           "activity after the end is at most this.", bounds=FRACTION),
         Setting("job_ttl_s", 300, "ttlSecondsAfterFinished proposed for a RayJob's cluster."),
         FULL_CONFIDENCE,
     )
-    kinds = (FindingKind("ray", "gpuinsight.actions.builders.ray", RayProposed, RayTarget, "gpus_returned"),)
+    kinds = (RAY,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -145,7 +112,7 @@ class RayRule(Rule):
         if saved <= 0:
             return None
         cluster = str(j.get("cluster") or "")
-        rid = finding_id("ray", cluster_of(j), j["namespace"], j["name"], "job_cleanup", None)
+        rid = finding_id(RAY.name, cluster_of(j), j["namespace"], j["name"], "job_cleanup", None)
         claim_row = {"cluster": j.get("cluster"), "namespace": j["namespace"], "workload": j["ray_cluster"],
                      "node_gpu_hours": j.get("post_node_gpu_hours") or []}
         granted = ctx.claim_workload_hours(rid, claim_row, frames, saved / cost)
@@ -157,7 +124,7 @@ class RayRule(Rule):
                else f"ttlSecondsAfterFinished is {ttl} s")
         gpus = num(j.get("post_gpu_hours")) / hours
         return Recommendation(
-            rule="ray", id=rid, cluster=cluster_of(j), namespace=j["namespace"], workload=j["name"],
+            rule=RAY.name, id=rid, cluster=cluster_of(j), namespace=j["namespace"], workload=j["name"],
             title=(f"RayJob {j['namespace']}/{j['name']} finished ({j.get('job_status') or j['deployment_status']}) "
                    f"at {j['end_time']:%Y-%m-%d %H:%M} UTC but its RayCluster {j['ray_cluster']} held {gpus:.3g} GPU(s) "
                    f"for {hours:g} h more ({why}): set shutdownAfterJobFinishes and a "
@@ -212,7 +179,7 @@ class RayRule(Rule):
         if saved <= 0 or cost <= 0:
             return None
         target_kind, target_name = _patch_target(g)
-        rid = finding_id("ray", cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{g['ray_group']}", "worker_min_replicas",
+        rid = finding_id(RAY.name, cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{g['ray_group']}", "worker_min_replicas",
                          None)
         granted = ctx.claim_workload_hours(rid, _claim_row(g), frames, saved / cost)
         if granted <= 0:
@@ -225,7 +192,7 @@ class RayRule(Rule):
         if new_timeout != timeout_s or not autoscaling:
             change.append(f"idle timeout {new_timeout} s")
         return Recommendation(
-            rule="ray", id=rid, cluster=cluster_of(g), namespace=g["namespace"],
+            rule=RAY.name, id=rid, cluster=cluster_of(g), namespace=g["namespace"],
             workload=g.get("owner_name") or g["ray_cluster"],
             title=(f"Ray cluster {g['namespace']}/{g['ray_cluster']}: worker group {g['ray_group']} kept "
                    f"{int(max(num(st.get('pods')) for st in used))} GPU worker(s) idle for {sum(int(st['hours']) for st in used)} h "
@@ -263,13 +230,13 @@ class RayRule(Rule):
         if num(g.get("gr_hourly_max_p95"), 1.0) > settings["max_head_peak"]:
             return None  # Ray runs work on the head's GPUs: removing them needs another worker
         target_kind, target_name = _patch_target(g)
-        rid = finding_id("ray", cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{HEAD_GROUP}", "head_gpus", None)
+        rid = finding_id(RAY.name, cluster_of(g), g["namespace"], f"{g['ray_cluster']}/{HEAD_GROUP}", "head_gpus", None)
         granted = ctx.claim_workload_hours(rid, _claim_row(g), frames, 1.0)
         if granted <= 0:
             return None
         gpus = num(g.get("head_gpus"))
         return Recommendation(
-            rule="ray", id=rid, cluster=cluster_of(g), namespace=g["namespace"],
+            rule=RAY.name, id=rid, cluster=cluster_of(g), namespace=g["namespace"],
             workload=g.get("owner_name") or g["ray_cluster"],
             title=(f"Ray cluster {g['namespace']}/{g['ray_cluster']}: the head pod holds {gpus:g} GPU(s) that do "
                    f"nothing (p95 of the hourly max GR {pct(g.get('gr_hourly_max_p95'))}%): give the head no GPU "

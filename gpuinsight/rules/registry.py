@@ -1,15 +1,14 @@
 """Every rule, in the order the savings ledger lets them claim (docs/rules.md, "Savings ledger").
 
-This is the one place a rule is registered: its class names the finding kinds it emits, and
-each kind names its action builder and the schemas its plan entries are validated against.
+This is the one place a rule is registered (its place in that order is a decision); its class
+names the finding kinds it emits (:mod:`gpuinsight.plan.kinds`). Every kind has exactly one rule
+here: checked on import.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import RULE_NAMES, FindingKind, Rule
+from gpuinsight.plan import KINDS
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.binpack import BinpackRule
 from gpuinsight.rules.consolidation import ConsolidationRule
 from gpuinsight.rules.cpu_pods import CpuPodsOnGpuNodesRule
@@ -44,14 +43,18 @@ class ProductionSettings(Rule):
 # every group of settings `recommend --set GROUP.NAME=VALUE` accepts, as `gpuinsight rules` lists them
 SETTING_GROUPS: tuple[type[Rule], ...] = (*ALL_RULES, ProductionSettings)
 
-KINDS: dict[str, FindingKind] = {k.name: k for rule in ALL_RULES for k in rule.kinds}
-assert set(KINDS) <= set(RULE_NAMES), "a finding kind outside the recommendation contract"
+# finding kind -> the rule that emits it
+RULE_OF_KIND: dict[str, type[Rule]] = {k.name: rule for rule in ALL_RULES for k in rule.kinds}
 
 
-def validate_finding(rec: dict[str, Any], where: str) -> None:
-    """Check a recommendation read from a plan file: its kind's ``proposed`` and ``target``."""
-    try:
-        kind = KINDS[rec.get("rule")]  # type: ignore[index]
-    except (KeyError, TypeError):
-        raise BadInput(f"{where}.rule: unknown rule {rec.get('rule')!r} (one of {', '.join(KINDS)})") from None
-    kind.validate(rec, where)
+def _check_kinds() -> None:
+    emitted = [k.name for rule in ALL_RULES for k in rule.kinds]
+    twice = sorted({n for n in emitted if emitted.count(n) > 1})
+    missing = [k.name for k in KINDS if k.name not in RULE_OF_KIND]
+    unknown = sorted(set(RULE_OF_KIND) - {k.name for k in KINDS})
+    if twice or missing or unknown:
+        raise RuntimeError(f"rules and finding kinds disagree: emitted by two rules {twice}, emitted by none "
+                           f"{missing}, not in gpuinsight.plan.kinds.KINDS {unknown}")
+
+
+_check_kinds()

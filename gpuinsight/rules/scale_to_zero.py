@@ -17,13 +17,17 @@ those seen per day in the window. Production services are left alone unless
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.scale_to_zero import SCALE_TO_ZERO, ScaleToZeroProposed
+from gpuinsight.plan.schema import WorkloadTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     SCALE_TARGET_KINDS,
@@ -37,35 +41,13 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.idle import hours_label, periodic_hours
-from gpuinsight.rules.typed import (
-    Schema,
-    WorkloadTarget,
-    integer,
-    list_of,
-    optional,
-    spec,
-    text,
-)
+from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.sources.prom.promql import regex_literal, selector
 
 HOURS_PER_WEEK = 168
 # what a pod of each kind is named after its workload: Deployment <name>-<rs hash>-<suffix>,
 # StatefulSet <name>-<ordinal>
 POD_NAME_PATTERNS = {"Deployment": "-[a-z0-9]+-[a-z0-9]+", "StatefulSet": "-[0-9]+"}
-
-
-@dataclass
-class ScaleToZeroProposed(Schema):
-    replicas_when_idle: int = spec(integer(0, 0))
-    replicas_when_active: int = spec(integer(1))
-    cooldown_s: int = spec(integer(0))
-    polling_interval_s: int = spec(integer(1))
-    prometheus_url: str = spec(text())
-    request_query: str = spec(text())
-    gpu_query: str = spec(text())
-    gpu_activation: str = spec(text())
-    active_hours_utc: list[int] | None = spec(optional(list_of(integer(0, 23), non_empty=True)), None)
-    scaler: str = spec(text(choices=("keda",)), "keda")
 
 
 class ScaleToZeroRule(Rule):
@@ -77,16 +59,17 @@ class ScaleToZeroRule(Rule):
         Setting("min_days", 2, "Days of history needed: an idle stretch must be seen to recur."),
         Setting("min_idle_stretch_hours", 4, "Only idle stretches at least this long count (nights, weekends)."),
         Setting("min_idle_share", 0.25, "Recommend only when the hours at zero are at least this share of the "
-                                        "GPU cost."),
+                                        "GPU cost.", bounds=FRACTION),
         Setting("max_cold_starts_per_day", 3.0, "Not when more idle stretches than this end per day (each ends "
                                                 "with a cold start)."),
         Setting("cooldown_s", 1800, "KEDA cooldownPeriod: quiet seconds before scaling to zero (subtracted from "
                                     "every stretch)."),
-        Setting("polling_interval_s", 30, "KEDA pollingInterval: how often the triggers are read."),
+        Setting("polling_interval_s", 30, "KEDA pollingInterval: how often the triggers are read.",
+                bounds=(1, math.inf)),
         Setting("include_production", False, "Also scale production services to zero (cold starts hit their "
                                               "first requests)."),
         Setting("cron_margin_hours", 1, "A cron trigger starts recurring work this many hours early and keeps it "
-                                        "this much later."),
+                                        "this much later.", bounds=(0, 24)),
         Setting("prometheus_url", "http://prometheus-operated.monitoring.svc:9090",
                 "serverAddress of the Prometheus KEDA queries (in-cluster address)."),
         Setting("request_metric", "nginx_ingress_controller_requests",
@@ -100,8 +83,7 @@ class ScaleToZeroRule(Rule):
         Setting("gpu_pod_label", "pod", "Its pod label (exported_pod without honor_labels)."),
         FULL_CONFIDENCE,
     )
-    kinds = (FindingKind("scale_to_zero", "gpuinsight.actions.builders.scale_to_zero", ScaleToZeroProposed,
-                         WorkloadTarget, "gpus_returned"),)
+    kinds = (SCALE_TO_ZERO,)
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
@@ -141,7 +123,7 @@ class ScaleToZeroRule(Rule):
         cold_starts = plan.wakeups / days
         if share < settings["min_idle_share"] or cold_starts > settings["max_cold_starts_per_day"]:
             return None
-        rid = finding_id("scale_to_zero", cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(SCALE_TO_ZERO.name, cluster_of(r), r["namespace"], r["workload"], None, None)
         granted = ctx.claim_workload_hours(rid, r, frames, share)
         if granted <= 0:
             return None
@@ -155,7 +137,7 @@ class ScaleToZeroRule(Rule):
             str(settings["prometheus_url"]), request_query(r, settings), gpu_query(r, settings), "0.01", cron)
         schedule = f"; started by cron at {hours_label(cron)} UTC" if cron else ""
         return Recommendation(
-            rule="scale_to_zero", id=rid, cluster=cluster_of(r),
+            rule=SCALE_TO_ZERO.name, id=rid, cluster=cluster_of(r),
             namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
             title=(f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) but sat idle {idle_h} h of "
                    f"{int(num(s.get('hours_held')))} in stretches of {settings['min_idle_stretch_hours']} h or more: "

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuinsight.plan.kinds.server_memory import FRACTION_FLAGS, KEEP_BYTES_FLAGS, KV_BYTES_FLAG
 from gpuinsight.rules.common import num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.sources.k8s.common import MapError, parse_quantity
@@ -41,10 +42,8 @@ MIB = 2**20
 # workload needs on the device it moves to. SGLang's --mem-fraction-static covers weights and KV
 # pool only (activations come on top): its bytes are kept as they are (scaled by the devices'
 # memory ratio), never sized down. Triton / TensorRT-LLM size the KV cache from the memory left
-# free after the weights load, so they follow the device by themselves.
-FRACTION_FLAGS: dict[str, str] = {"vllm": "--gpu-memory-utilization", "tgi": "--cuda-memory-fraction"}
-KEEP_BYTES_FLAGS: dict[str, str] = {"sglang": "--mem-fraction-static"}
-KV_BYTES_FLAG = "--kv-cache-memory-bytes"  # vLLM: an absolute KV size (gpu_memory_utilization then ignored)
+# free after the weights load, so they follow the device by themselves. The flags are part of the
+# plan contract (gpuinsight.plan.kinds.server_memory: FRACTION_FLAGS, KEEP_BYTES_FLAGS, KV_BYTES_FLAG).
 
 
 def serving_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.kubelabels import json_object, label_map, selector_matches
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.spot import SPOT, SpotProposed
+from gpuinsight.plan.schema import WorkloadTarget
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     cluster_of,
@@ -34,24 +37,8 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.topology_domains import as_map, csv
-from gpuinsight.rules.typed import DNS_NAME, Schema, WorkloadTarget, list_of, number, optional, spec, text
-
-
-def _type_name(value: Any, where: str) -> None:
-    if value is not None:
-        text()(value, where)
-
-
-@dataclass
-class SpotProposed(Schema):
-    node_pool: str = spec(text(DNS_NAME))
-    capacity_type: str = spec(text(choices=("spot",)), "spot")
-    from_node_pool: str | None = spec(optional(text()), None)
-    node_pool_kind: str = spec(text(choices=("karpenter", "eks-nodegroup")), "karpenter")
-    instance_types: list[str | None] = spec(list_of(_type_name), [])
-    gpu_model: str | None = spec(optional(text()), None)
-    usd_per_gpu_hour: float = spec(number, 0.0)
+from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.rules.topology_domains import csv
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -63,10 +50,12 @@ class SpotRule(Rule):
     needs = ("workload_gpu_profile", "disruption_controls", "instance_prices", "nodes_current", "analysis_window",
              "workload_checkpoint_signal")
     settings = (
-        Setting("interruptions_per_node_hour", 0.005, "Expected spot interruptions per node-hour (0.005 ~ 3.6/month)."),
+        Setting("interruptions_per_node_hour", 0.005, "Expected spot interruptions per node-hour (0.005 ~ 3.6/month).",
+                bounds=FRACTION),
         Setting("interruption_rates", "", "Per instance type rates overriding the default, e.g. "
                                           "'p5.48xlarge=0.01,g6.xlarge=0.002' (from the Spot Instance Advisor)."),
-        Setting("assumed_spot_discount", 0.60, "Spot discount to assume when the catalog has no spot price."),
+        Setting("assumed_spot_discount", 0.60, "Spot discount to assume when the catalog has no spot price.",
+                bounds=FRACTION),
         Setting("max_task_hours", 4.0, "Jobs qualify when their p90 task runtime (or, checkpointing, the interval "
                                        "between checkpoints) is at most this."),
         Setting("checkpoint_keys", "gpuinsight.io/checkpoint-interval",
@@ -77,7 +66,7 @@ class SpotRule(Rule):
         Setting("min_replicas_for_services", 2, "Services need at least this many replicas and a PDB."),
         FULL_CONFIDENCE,
     )
-    kinds = (FindingKind("spot", "gpuinsight.actions.builders.spot", SpotProposed, WorkloadTarget, "price_difference"),)
+    kinds = (SPOT,)
 
     @classmethod
     def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -129,7 +118,7 @@ class SpotRule(Rule):
             saving = (od - spot) * gpu_hours_month - spot * rework_gpu_hours
             if saving <= 0:
                 continue
-            rid = finding_id("spot", cluster_of(r), r["namespace"], r["workload"], None, None)
+            rid = finding_id(SPOT.name, cluster_of(r), r["namespace"], r["workload"], None, None)
             granted = ctx.claim_price_difference(rid, r, frames, (od - spot) / od if od else 0.0)
             saving = min(saving, monthly(granted))
             if saving <= 0:
@@ -137,7 +126,7 @@ class SpotRule(Rule):
             conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"])
             pool = r.get("node_pool") or "gpu"
             out.append(Recommendation(
-                rule="spot", id=rid, cluster=cluster_of(r),
+                rule=SPOT.name, id=rid, cluster=cluster_of(r),
                 namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
                 title=(f"{r['namespace']}/{r['workload']} tolerates interruption ({why}) but runs on on-demand "
                        f"{r.get('instance_type')}: move it to spot"),
@@ -225,14 +214,10 @@ def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any],
 
 
 def has_pdb(c: dict[str, Any]) -> bool:
-    labels = c.get("pod_labels")
-    labels = json.loads(labels) if isinstance(labels, str) else (labels or {})
-    for sel in c.get("pdb_selectors") or []:
-        sel = json.loads(sel) if isinstance(sel, str) else (sel or {})
-        match = sel.get("matchLabels") or {}
-        if match and all(labels.get(k) == v for k, v in match.items()):
-            return True
-    return False
+    """Is one of the workload's pods covered by a PodDisruptionBudget of its namespace
+    (``matchLabels`` and ``matchExpressions``; an empty selector is not counted)?"""
+    labels = label_map(c.get("pod_labels"))
+    return any(selector_matches(json_object(sel), labels) for sel in c.get("pdb_selectors") or [])
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", re.IGNORECASE)
@@ -254,7 +239,7 @@ def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
     """(interval in hours, how it is known): the owner's annotation or label, else periodic PCIe
     TX bursts regular enough and resolved by the step (at most half the interval), else None."""
     keys = csv(settings["checkpoint_keys"])
-    for where, values in (("annotation", as_map(r.get("annotations"))), ("label", as_map(r.get("labels")))):
+    for where, values in (("annotation", label_map(r.get("annotations"))), ("label", label_map(r.get("labels")))):
         for key in keys:
             # kube-state-metrics publishes the key sanitized (gpuinsight_io_checkpoint_interval)
             for spelling in dict.fromkeys((key, re.sub(r"[^a-zA-Z0-9_]", "_", key))):

@@ -30,7 +30,12 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
+from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan.kinds.topology import TOPOLOGY, TopologyProposed
+from gpuinsight.plan.schema import (
+    WorkloadTarget,
+)
+from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     cluster_of,
     evidence_confidence,
@@ -41,29 +46,8 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
-from gpuinsight.rules.typed import (
-    LABEL_KEY,
-    Schema,
-    WorkloadTarget,
-    integer,
-    list_of,
-    mapping,
-    optional,
-    spec,
-    text,
-)
-
-
-@dataclass
-class TopologyProposed(Schema):
-    level: str = spec(text())                      # node | nvlink | rack | block | tier<N>
-    domain: str = spec(text())
-    placement: list[dict[str, Any]] = spec(list_of(mapping, non_empty=True))
-    mode: str = spec(text(choices=("soft", "hard")), "soft")
-    volcano_tier: int | None = spec(optional(integer(1)), None)     # networkTopology.highestTierAllowed
-    topology_key: str | None = spec(optional(text(LABEL_KEY)), None)  # pod affinity on this label
-    gang_label: dict[str, Any] | None = spec(optional(mapping), None)  # the pods' label the affinity selects
 
 
 @dataclass
@@ -84,15 +68,16 @@ class TopologyRule(Rule):
                 "Node labels naming a multi-node NVLink domain, first found wins (comma-separated)."),
         Setting("rack_labels", DEFAULT_LABELS["rack"], "Node labels naming the rack / leaf switch."),
         Setting("block_labels", DEFAULT_LABELS["block"], "Node labels naming the block / spine."),
-        Setting("min_activity", 0.05, "Only gangs at least this busy (mean GR activity): an idle gang is not slowed."),
+        Setting("min_activity", 0.05, "Only gangs at least this busy (mean GR activity): an idle gang is not slowed.",
+                bounds=FRACTION),
         Setting("mode", "soft", "Ask the scheduler softly (prefer the domain, start anyway when it is full) or "
-                                "hard (wait for room in it)."),
-        Setting("confidence_hypernodes", 0.8, "Confidence when the domains come from Volcano HyperNodes."),
-        Setting("confidence_labels", 0.7, "Confidence when they come from node labels."),
+                                "hard (wait for room in it).", choices=("soft", "hard")),
+        Setting("confidence_hypernodes", 0.8, "Confidence when the domains come from Volcano HyperNodes.",
+                bounds=FRACTION),
+        Setting("confidence_labels", 0.7, "Confidence when they come from node labels.", bounds=FRACTION),
         Setting("full_confidence_hours", 72.0, "Hours of evidence that give full confidence."),
     )
-    kinds = (FindingKind("topology", "gpuinsight.actions.builders.topology", TopologyProposed, WorkloadTarget,
-                         "slowdown_risk"),)
+    kinds = (TOPOLOGY,)
 
     @classmethod
     def resolve_settings(cls, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -170,7 +155,7 @@ class TopologyRule(Rule):
         hours = window_hours(frames, cluster)
         cost_month = monthly(num(r.get("cost_usd")) / hours) if hours else 0.0
         src = topo.of(cluster, pods[0]["node"]).source
-        rid = finding_id("topology", cluster_of(r), ns, wl, None, None)
+        rid = finding_id(TOPOLOGY.name, cluster_of(r), ns, wl, None, None)
         gang_label = ({"volcano.sh/job-name": wl} if r.get("workload_kind") == "VolcanoJob"
                       else {"scheduling.k8s.io/group-name": gang})
         conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"],
@@ -178,7 +163,7 @@ class TopologyRule(Rule):
         spans = {p.name: [d for _, d, _ in topo.of(cluster, p.node).path] for p in mine}
         spread = spread_label(topo, cluster, current, mine)
         return Recommendation(
-            rule="topology", id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.get("queue"),
+            rule=TOPOLOGY.name, id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.get("queue"),
             title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread} while "
                    f"{level_label(level)} {domain} could hold it: ask the scheduler for it on the next start "
                    "(slowdown risk, not priced)"),

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuinsight.rules.production import string_map as as_map
+from gpuinsight.kubelabels import label_map, selector_matches
 
 # level names, tightest first; "node" and "zone" are always known. A label-derived domain is
 # named "<label key>=<value>" (the key is what a pod affinity's topologyKey needs).
@@ -134,17 +134,8 @@ def _selects(member: dict[str, Any], name: str, labels: dict[str, str]) -> bool:
             return re.fullmatch((sel["regexMatch"] or {}).get("pattern") or "", name) is not None
         except re.error:
             return False
-    if "labelMatch" in sel:
-        lm = sel["labelMatch"] or {}
-        if any(labels.get(k) != v for k, v in (lm.get("matchLabels") or {}).items()):
-            return False
-        for e in lm.get("matchExpressions") or []:
-            key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-            if op == "In" and labels.get(key) not in values or op == "NotIn" and labels.get(key) in values:
-                return False
-            if op == "Exists" and key not in labels or op == "DoesNotExist" and key in labels:
-                return False
-        return True
+    if "labelMatch" in sel:  # an empty labelMatch selects every node
+        return selector_matches(sel["labelMatch"], labels, empty_matches=True)
     return False
 
 
@@ -170,7 +161,7 @@ def _hypernode_paths(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any
                 other[h].append(m)
     direct: dict[str, set[str]] = {}
     for n in nodes:
-        labels = as_map(n.get("labels"))
+        labels = label_map(n.get("labels"))
         name = str(n["node"])
         direct[name] = set(exact.get(name, ())) | {h for h, ms in other.items()
                                                    if any(_selects(m, name, labels) for m in ms)}
@@ -206,7 +197,7 @@ def build_topology(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any]]
     for cluster, members in by_cluster.items():
         hpaths = _hypernode_paths(members, hn_by_cluster.get(cluster, [])) if hn_by_cluster.get(cluster) else {}
         for n in members:
-            labels = as_map(n.get("labels"))
+            labels = label_map(n.get("labels"))
             reach = nvlink_reach(labels.get("nvidia.com/gpu.product") or n.get("gpu_product"), n.get("gpu_model"))
             if hpaths.get(str(n["node"])):
                 path = [("node", str(n["node"]), None), *hpaths[str(n["node"])]]

@@ -38,7 +38,7 @@ def load_sample_dir(wh: Warehouse, cfg: Config, folder: str | Path | None = None
     kubectl = root / "kubectl"
     if metrics is None and not kubectl.is_dir():
         raise BadInput(f"{root}: no sample fleet here (expected metrics.om.gz and/or kubectl/); "
-                       "generate one with `python -m gpuinsight.sample --out DIR`")
+                       "generate one from a clone of the repository with `python -m tests.samplegen --out DIR`")
     if metrics is not None:
         reports.append(load_openmetrics(wh, cfg, metrics))
     if kubectl.is_dir():

@@ -8,6 +8,7 @@ Each file opens with a header of ``-- key: value`` lines::
     -- param: by VARCHAR IN (namespace, queue) = namespace -- a parameter taking only these values
     -- depends: allocation_hourly
     -- materialize: table
+    -- columns: cluster, node, gpu, hour, gr_active_mean, ...
     -- partition: hour
     -- key: cluster, uid
     -- span: start_ts, end_ts
@@ -21,7 +22,9 @@ window) in a table ``<name>__default`` built by :meth:`refresh` after the tables
 the defaults it is read from there, asked with other values it runs. For the costly models
 every rule and the report read (each would otherwise scan the raw samples per command). Errors
 from DuckDB are reported as ``file.sql:LINE`` because the body is run with its header, line for
-line.
+line. ``columns`` lists what the model returns, in order: every answer is checked against it
+(a model that returns other columns is a bug, reported at its ``columns`` line), so the readers
+of a model (rules, reports) can rely on its header.
 
 A materialized model may say how a refresh rebuilds it after a load (sql/incremental.py):
 ``partition: hour`` (its rows belong to clock hours: it takes exactly the parameters
@@ -33,7 +36,6 @@ about, e.g. a pod) and ``span`` (two timestamp columns: the row holds over ``[st
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -110,9 +112,24 @@ class Query:
     text: str
     header_lines: int = field(default=0)
     keep_default: bool = False  # materialize: default (see the module's docstring)
+    columns: tuple[str, ...] = ()  # what every answer holds, in order (``-- columns:``)
+    columns_line: int = 0
     partition: str | None = None          # "hour": rebuilt hour by hour (module docstring)
     key: tuple[str, ...] = ()             # the entity a row is about
     span: tuple[str, str] | None = None   # [start, end) columns of the row's time span
+
+    def check_columns(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame`` when it has the declared columns in their order; else RuntimeFailure naming
+        the first difference at the header's ``columns`` line."""
+        got = tuple(frame.columns)
+        if got != self.columns:
+            missing = [c for c in self.columns if c not in got]
+            extra = [c for c in got if c not in self.columns]
+            what = (f"does not return {', '.join(missing)}" if missing else
+                    f"returns {', '.join(extra)}, not declared" if extra else
+                    f"returns its columns in another order ({', '.join(got)})")
+            raise RuntimeFailure(f"{self.path.name}:{self.columns_line}: {what} (columns: {', '.join(self.columns)})")
+        return frame
 
     @property
     def default_table(self) -> str:
@@ -161,6 +178,7 @@ def parse_query_file(path: Path) -> Query:
     params: list[Param] = []
     last_key = None
     header_lines = 0
+    lines_of: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.startswith("--"):
             break
@@ -184,9 +202,10 @@ def parse_query_file(path: Path) -> Query:
                 )
             else:
                 meta[key] = value
+                lines_of.setdefault(key, lineno)
         elif cont and last_key and last_key != "param":
             meta[last_key] = (meta.get(last_key, "") + " " + cont.group(1).strip()).strip()
-    for required in ("name", "grain", "description"):
+    for required in ("name", "grain", "columns", "description"):
         if not meta.get(required):
             raise RuntimeFailure(f"{path.name}:1: header lacks '-- {required}:'")
     if meta["name"] != path.stem:
@@ -217,8 +236,13 @@ def parse_query_file(path: Path) -> Query:
     if span and (len(span) != 2 or not key):
         raise RuntimeFailure(f"{path.name}: span names two columns (start, end) of a model with a key")
     depends = tuple(d.strip() for d in meta.get("depends", "").split(",") if d.strip())
+    columns = tuple(c.strip() for c in meta["columns"].split(","))
+    if not all(re.fullmatch(r"[a-z_][a-z0-9_]*", c) for c in columns) or len(set(columns)) != len(columns):
+        raise RuntimeFailure(f"{path.name}:{lines_of['columns']}: columns must be distinct lower-case names, "
+                             f"comma-separated")
     return Query(meta["name"], path, meta["grain"], meta["description"], tuple(params), depends,
-                 materialize, text, header_lines, keep_default=how == "default", partition=partition, key=key,
+                 materialize, text, header_lines, keep_default=how == "default", columns=columns,
+                 columns_line=lines_of["columns"], partition=partition, key=key,
                  span=(span[0], span[1]) if span else None)
 
 
@@ -273,13 +297,14 @@ class QueryRegistry:
         if q.materialize:
             if params:
                 raise BadInput(f"{name}: takes no parameters")
-            return _execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False)
+            return q.check_columns(_execute(con, q, f'SELECT * FROM "{q.name}"', {}, body_is_file=False))
         bound = q.bind(params)
         # a warehouse refreshed before this model kept its answer has no such table: run it (asked
         # first, not tried: inside a transaction a failed statement would abort the transaction)
         if q.keep_default and bound == q.bind({}) and _table_exists(con, q.default_table):
-            return to_polars(con, f'SELECT * FROM "{q.default_table}"')  # in the model's own ORDER BY
-        return _execute(con, q, q.text, bound)
+            # in the model's own ORDER BY
+            return q.check_columns(to_polars(con, f'SELECT * FROM "{q.default_table}"'))
+        return q.check_columns(_execute(con, q, q.text, bound))
 
     def kept_defaults(self) -> list[Query]:
         """The models whose default answer :meth:`refresh` keeps (``materialize: default``)."""
@@ -294,20 +319,22 @@ class QueryRegistry:
             digest.update(q.name.encode() + b"\0" + q.text.encode() + b"\0")
         return digest.hexdigest()[:16]
 
-    def refresh(self, con: duckdb.DuckDBPyConnection, *, keep: Collection[str] | None = None) -> list[str]:
-        """(Re)build every materialized model, then the default answers kept (they may read any
-        materialized model); the caller owns the transaction. ``keep`` names the default answers
-        to rebuild (all by default): for a benchmark that times only what it compares; the
-        others are left as they were."""
-        built = []
-        for q in self.build_order():
+    @staticmethod
+    def build(con: duckdb.DuckDBPyConnection, q: Query) -> str:
+        """Build one model's table: a materialized model's, or the default answer a model keeps
+        (``materialize: default``); returns the table's name. What it reads must be built."""
+        if q.materialize:
             _execute_ddl(con, q, params=q.bind({}) if q.params else None)
-            built.append(q.name)
-        for q in self.kept_defaults():
-            if keep is not None and q.name not in keep:
-                continue
-            _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
-            built.append(q.default_table)
+            return q.name
+        if not q.keep_default:
+            raise RuntimeFailure(f"{q.path.name}: neither materialized nor keeping its default answer")
+        _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
+        return q.default_table
+
+    def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """(Re)build every materialized model, then the default answers kept (they may read any
+        materialized model), and record the models' fingerprint; the caller owns the transaction."""
+        built = [self.build(con, q) for q in (*self.build_order(), *self.kept_defaults())]
         con.execute("DELETE FROM model_state")
         con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built

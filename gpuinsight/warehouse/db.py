@@ -400,6 +400,8 @@ class Warehouse:
         ``replace_on`` columns match the batch goes, so a group the source now reports with
         fewer rows (a GPU step that lost one of its sharing pods) holds exactly the new rows.
         """
+        if self.session is not None and self.session.guard is not None:
+            self.session.guard("merge", table, key)
         if frame.height == 0:
             return 0
         cols = self.columns(table)
@@ -442,6 +444,8 @@ class Warehouse:
 
         For sources whose unit of replacement is a window or a snapshot rather than a key.
         """
+        if self.session is not None and self.session.guard is not None:
+            self.session.guard("replace", table, ())
         self.columns(table)
 
         def run(tx: duckdb.DuckDBPyConnection) -> int:

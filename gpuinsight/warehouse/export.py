@@ -59,6 +59,7 @@ TABLES: dict[str, str | None] = {
     "k8s_snapshots": None,
     "clusters": None,
     "prices": None,
+    "plans": None,
     "serving_config": None,
     "energy_rates": None,
     "recommendations": None,

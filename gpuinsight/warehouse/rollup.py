@@ -15,7 +15,7 @@ rebuilt from the samples now there and a failed load leaves all three as they we
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import duckdb
@@ -29,32 +29,33 @@ _GPUS_OF = "(?::VARCHAR IS NULL OR gpu_key IN (SELECT gpu_key FROM gpu_keys WHER
 _PODS_OF = "(?::VARCHAR IS NULL OR pod_key IN (SELECT pod_key FROM pod_keys WHERE cluster = ?))"
 
 
-def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame, *,
-                    cpu_s: dict[str, float] | None = None) -> dict[str, int]:
-    """Recompute ``gpu_hourly`` and ``gpu_pod_steps`` for every hour ``samples`` falls in.
+def rollup_scope(samples: pl.DataFrame) -> tuple[tuple[datetime, datetime], list[str | None]]:
+    """The hours ``[first, last + 1 h)`` a non-empty batch of samples falls in, and its clusters
+    (with no ``cluster`` column: [None], every cluster)."""
+    h0, h1 = samples.select(pl.col("ts").dt.truncate("1h").min().alias("h0"),
+                            pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
+    clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
+                                  else [None])
+    return (h0, h1 + timedelta(hours=1)), clusters
+
+
+def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> dict[str, int]:
+    """Recompute each of :data:`ROLLUPS` (``gpu_hourly``, ``gpu_pod_steps``) for every hour
+    ``samples`` falls in, and note those hours for the next model refresh.
 
     ``samples`` needs ``ts`` (only its range is read: the stored samples are rolled up); with
     a ``cluster`` column only those clusters' hours are rebuilt (a sharded collection of one
     cluster leaves the others' rollups alone); without it, every cluster's. Returns the rows
-    now in those hours of each. ``cpu_s`` (for benchmarks) accumulates the process CPU seconds
-    each rollup took, by table.
+    now in those hours of each.
     """
-    rows = {"gpu_hourly": 0, "gpu_pod_steps": 0}
+    rows = {table: 0 for table, _ in ROLLUPS}
     if samples.height == 0:
         return rows
-    bounds = samples.select(pl.col("ts").dt.truncate("1h").min().alias("h0"),
-                            pl.col("ts").dt.truncate("1h").max().alias("h1")).row(0)
-    clusters: list[str | None] = (sorted(samples["cluster"].unique().to_list()) if "cluster" in samples.columns
-                                  else [None])
-    spent = cpu_s if cpu_s is not None else {}
-    note_hours(con, bounds[0], bounds[1] + timedelta(hours=1))
+    (ts_from, ts_to), clusters = rollup_scope(samples)
+    note_hours(con, ts_from, ts_to)
     for cluster in clusters:
-        c0 = time.process_time()
-        rows["gpu_hourly"] += _rebuild_hourly(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
-        c1 = time.process_time()
-        rows["gpu_pod_steps"] += _rebuild_pod_steps(con, bounds[0], bounds[1] + timedelta(hours=1), cluster)
-        spent["gpu_hourly"] = spent.get("gpu_hourly", 0.0) + c1 - c0
-        spent["gpu_pod_steps"] = spent.get("gpu_pod_steps", 0.0) + time.process_time() - c1
+        for table, rebuild in ROLLUPS:
+            rows[table] += rebuild(con, ts_from, ts_to, cluster)
     return rows
 
 
@@ -86,3 +87,8 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
         raise RuntimeFailure(f"019_narrow_samples.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
     row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
+
+
+# the rollups of a batch of samples, in the order they are rebuilt: (table, rebuild(con, from, to, cluster))
+ROLLUPS: tuple[tuple[str, Callable[[duckdb.DuckDBPyConnection, datetime, datetime, str | None], int]], ...] = (
+    ("gpu_hourly", _rebuild_hourly), ("gpu_pod_steps", _rebuild_pod_steps))

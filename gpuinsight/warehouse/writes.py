@@ -24,17 +24,15 @@ one without changing the path.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
 import duckdb
 
 from gpuinsight.errors import RuntimeFailure
 from gpuinsight.warehouse.pending import note_everything
-
-if TYPE_CHECKING:
-    from gpuinsight.warehouse.db import Warehouse
 
 # What a rebuild from scratch (``demo`` on an existing warehouse) keeps: the schema's bookkeeping
 # and reference data (the energy rates with them), and the records of what was done to clusters and reviewed: applied actions
@@ -43,7 +41,7 @@ if TYPE_CHECKING:
 KEPT_BY_REBUILD: frozenset[str] = frozenset({
     "schema_version", "model_state", "model_pending", "mig_profiles", "mig_layouts",
     "energy_rates",  # reference data the user may have set (what a kWh costs and emits per region)
-    "applied_actions", "reviewed_plans", "recommendations",
+    "applied_actions", "reviewed_plans", "recommendations", "plans",
 })
 
 
@@ -59,6 +57,25 @@ class ModelBuilder(Protocol):
         ...
 
 
+class SessionHost(Protocol):
+    """What a write session runs on: :class:`gpuinsight.warehouse.db.Warehouse` (named by what it
+    does here, so that this module does not import the one that imports it)."""
+
+    path: Path
+    read_only: bool
+    con: duckdb.DuckDBPyConnection
+    session: WriteSession | None
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]: ...
+
+    def schema_changed(self) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+
 @dataclass
 class WriteSession:
     con: duckdb.DuckDBPyConnection
@@ -68,10 +85,13 @@ class WriteSession:
     # bookkeeping to record once a failed session is rolled back (a collection's "failed" state),
     # each in a transaction of its own; their own failures never hide the session's
     after_rollback: list[Callable[[], None]] = field(default_factory=list)
+    # checks each write of the load under way against its source's contracts (operation, table,
+    # key; raises): :class:`gpuinsight.sources.base.ContractGuard`, set by the facade's load
+    guard: Callable[[str, str, Sequence[str]], None] | None = None
 
 
 @contextlib.contextmanager
-def writing(wh: Warehouse, models: ModelBuilder | None = None) -> Iterator[WriteSession]:
+def writing(wh: SessionHost, models: ModelBuilder | None = None) -> Iterator[WriteSession]:
     """Load inside the block; on leaving it, rebuild ``models``, commit and checkpoint.
 
     A session opened inside another joins it (the outer one rebuilds and commits)."""
@@ -99,7 +119,7 @@ def writing(wh: Warehouse, models: ModelBuilder | None = None) -> Iterator[Write
     wh.checkpoint()
 
 
-def data_tables(wh: Warehouse, models: Collection[str] = ()) -> list[str]:
+def data_tables(wh: SessionHost, models: Collection[str] = ()) -> list[str]:
     """The fleet's data tables: every base table but those a rebuild keeps and the ``models``
     (materialized model tables, which the rebuild recreates)."""
     rows = wh.con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
@@ -107,7 +127,7 @@ def data_tables(wh: Warehouse, models: Collection[str] = ()) -> list[str]:
     return [r[0] for r in rows if r[0] not in KEPT_BY_REBUILD and r[0] not in models]
 
 
-def clear_tables(wh: Warehouse, tables: Collection[str]) -> None:
+def clear_tables(wh: SessionHost, tables: Collection[str]) -> None:
     """Empty ``tables`` inside the session's transaction (a rebuild from scratch)."""
     if not wh.in_transaction:
         raise RuntimeFailure("clear_tables outside a write session")  # a bug, not input

@@ -1,27 +1,54 @@
 """Turn recommendations into actions: one builder module per finding kind.
 
 Each builder module has ``refs(rec, state)`` (the objects it needs to see, so a live state can
-be fetched first) and ``build(rec, state)`` (the actions). Builders never talk to a cluster.
-Which module builds which kind is registered with the rule (``gpuinsight.rules.registry``).
+be fetched first), ``build(rec, state)`` (the actions) and ``BUILDS``, the finding kinds
+(:mod:`gpuinsight.plan.kinds`) it builds. Builders never talk to a cluster. :data:`MODULES` lists
+them; every kind has exactly one builder (checked on import).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from types import ModuleType
 from typing import Any
 
 from gpuinsight.actions import model
+from gpuinsight.actions.builders import (
+    binpack,
+    cpu_pods,
+    idle,
+    input_starved,
+    mig,
+    queue,
+    ray,
+    scale_to_zero,
+    sharing,
+    spot,
+    topology,
+)
 from gpuinsight.actions.clusters import States, action_cluster, state_for
 from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import get, leaf_pointers, norm
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Plan, Recommendation
-from gpuinsight.rules.registry import KINDS
+from gpuinsight.plan import Plan, Recommendation
+from gpuinsight.plan.kinds import KINDS
 
-BUILDERS: dict[str, ModuleType] = {name: importlib.import_module(kind.builder) for name, kind in KINDS.items()}
+MODULES: tuple[ModuleType, ...] = (binpack, cpu_pods, idle, input_starved, mig, queue, ray, scale_to_zero, sharing,
+                                   spot, topology)
+# finding kind -> the module that builds its actions
+BUILDERS: dict[str, ModuleType] = {kind.name: module for module in MODULES for kind in module.BUILDS}
+
+
+def _check_builders() -> None:
+    built = [kind.name for module in MODULES for kind in module.BUILDS]
+    twice = sorted({n for n in built if built.count(n) > 1})
+    missing = [k.name for k in KINDS if k.name not in BUILDERS]
+    if twice or missing:
+        raise RuntimeError(f"action builders and finding kinds disagree: built twice {twice}, built by none {missing}")
+
+
+_check_builders()
 
 
 def _builder(rec: Recommendation) -> ModuleType:
@@ -146,4 +173,4 @@ def _identity(action: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in action.items() if k not in ignore}, sort_keys=True, default=str)
 
 
-__all__ = ["BUILDERS", "attach_actions", "build_actions", "ordered_actions", "prepare", "required_refs"]
+__all__ = ["BUILDERS", "MODULES", "attach_actions", "build_actions", "ordered_actions", "prepare", "required_refs"]

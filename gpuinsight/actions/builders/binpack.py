@@ -18,12 +18,15 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders.common import fail
+from gpuinsight.actions.builders.common import check_pdbs, eviction_batches, fail
 from gpuinsight.actions.patching import pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
-from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import BINPACK
+
+# the finding kinds this module builds the actions of
+BUILDS = (BINPACK,)
 
 SCHEDULER_CM = Ref("ConfigMap", "volcano-system", "volcano-scheduler-configmap")
 CONF_KEY = "volcano-scheduler.conf"
@@ -117,62 +120,6 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
     return actions
 
 
-def _min_member(state: ClusterState, namespace: str, gang: str) -> int | None:
-    obj = state.get(Ref("PodGroup", namespace, gang))
-    value = ((obj or {}).get("spec") or {}).get("minMember")
-    return int(value) if isinstance(value, int | float) else None
-
-
-def eviction_batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
-                     ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
-    """Group moved pods into eviction batches: a whole strict gang, or one pod. Refuses gang
-    splits (and moving more of an elastic gang than its minMember leaves room for)."""
-    gangs: dict[str, tuple[list[str], list[dict[str, str]], list[str]]] = {}
-    singles: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
-    seen: set[tuple[str, str]] = set()
-    pods_by_name = {(p["namespace"], p["name"]): p for p in state.pods}  # one pass, not one per pod
-    for i, move in enumerate(moves):
-        ns, src, dest = move.get("namespace") or rec.namespace, move.get("from"), str(move.get("to"))
-        for pod in move.get("pods") or []:
-            row = pods_by_name.get((str(ns), str(pod)))
-            if row is not None and src and row.get("node") and row["node"] != src:
-                raise fail(rec, f"proposed.moves[{i}].pods", f"pod {ns}/{pod} runs on {row['node']}, not {src}")
-            gang = (row or {}).get("podgroup") or move.get("gang")
-            key = (str(ns), str(pod))
-            if key in seen:
-                continue
-            seen.add(key)
-            entry = {"namespace": str(ns), "name": str(pod)}
-            if gang:
-                nodes, pods, dests = gangs.setdefault(f"{ns}/{gang}", ([], [], []))
-                pods.append(entry)
-                if src and src not in nodes:
-                    nodes.append(str(src))
-                if dest not in dests:
-                    dests.append(dest)
-            else:
-                singles.append((None, [str(src)], [entry], dest))
-    batches: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
-    for gang_key, (nodes, pods, dests) in gangs.items():
-        ns, _, gang = gang_key.partition("/")
-        members = {p["name"] for p in state.gang_pods(ns, gang)}
-        left = sorted(members - {p["name"] for p in pods})
-        least = _min_member(state, ns, gang)
-        if left and least is not None and least < len(members):
-            if len(members) - len(pods) < least:
-                raise fail(rec, "proposed.moves", f"would leave {len(members) - len(pods)} of gang {gang_key} "
-                                                  f"running, below its minMember {least}")
-            # elastic: each pod on its own, one at a time, the rest keep the gang's minimum running
-            pod_nodes = {p["name"]: (pods_by_name.get((ns, p["name"])) or {}).get("node") for p in pods}
-            singles += [(None, [str(pod_nodes[p["name"]] or nodes[0])], [p], ", ".join(dests)) for p in pods]
-            continue
-        if left:
-            raise fail(rec, "proposed.moves", f"would split gang {gang_key}: {len(pods)} of {len(members)} pods "
-                                              f"move, {', '.join(left)} stay")
-        batches.append((gang_key, nodes, pods, ", ".join(dests)))
-    return batches + singles
-
-
 def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], batches: list[Any]) -> None:
     moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
     # pods other findings of the plan take away first (scaled to zero, moved to MIG or shared GPUs)
@@ -186,31 +133,3 @@ def _check_freed(rec: Recommendation, state: ClusterState, freed: list[str], bat
                 if (p.get("gpu_request") or 0) > 0 and (p["namespace"], p["name"]) not in moved | leaving]
         if stay:
             raise fail(rec, "proposed.nodes_freed", f"node {node} keeps GPU pods {', '.join(stay)}")
-
-
-def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[str, str]], int]]:
-    """Each PDB with the pods it covers and the disruptions it allows, computed once per plan:
-    every binpack recommendation checks the same PDBs against the same pods (at fleet scale,
-    recomputing it per recommendation was PDBs x pods x recommendations selector matches)."""
-    key = (id(state.pods), len(state.pods), id(state.pdbs), len(state.pdbs))
-    cached = state.planned.get("binpack.pdb_coverage")
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    pods = LabelIndex(state.pods, lambda p: p["namespace"], lambda p: p.get("labels") or {})
-    out = []
-    for pdb in state.pdbs:
-        covered = pods.covered(pdb["namespace"], pdb.get("selector") or {})
-        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
-        out.append((pdb, {(p["namespace"], p["name"]) for p in covered},
-                    allowed_disruptions(pdb, len(covered), healthy)))
-    state.planned["binpack.pdb_coverage"] = (key, out)
-    return out
-
-
-def check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
-    moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
-    for pdb, covered, allowed in _pdb_coverage(state):
-        evicted = covered & moved
-        if len(evicted) > allowed:
-            raise fail(rec, "proposed.moves", f"would evict {len(evicted)} pods covered by PodDisruptionBudget "
-                                              f"{pdb['namespace']}/{pdb['name']}, which allows {allowed}")

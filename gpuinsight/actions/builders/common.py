@@ -20,7 +20,9 @@ from gpuinsight.actions.model import ActionError
 from gpuinsight.actions.patching import escape, get, pointer, tokens
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.kubelabels import LabelIndex, tolerates
+from gpuinsight.plan import Recommendation
+from gpuinsight.rules.disruption import allowed_disruptions
 
 # Where each patchable workload kind keeps its pod spec (server-side apply kinds).
 TEMPLATES = {
@@ -156,19 +158,6 @@ def manifest_patch(state: ClusterState, ref: Ref, change: str | Callable[[], str
 
 
 # -- pinning a workload ---------------------------------------------------------------------
-def tolerates(tolerations: list[dict[str, Any]], wanted: dict[str, Any]) -> bool:
-    """Whether ``tolerations`` already tolerate the taint ``wanted`` is meant for (the scheduler's rule)."""
-    for tol in tolerations:
-        if tol.get("effect") and tol["effect"] != wanted.get("effect"):
-            continue
-        if tol.get("key") and tol["key"] != wanted.get("key"):
-            continue
-        if (tol.get("operator") or "Equal") == "Exists" or (
-                tol.get("key") and tol.get("value", "") == wanted.get("value", "")):
-            return True
-    return False
-
-
 def merged_tolerations(current: Any, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A pod template's tolerations with ``wanted`` added (nothing dropped or reordered)."""
     kept = [copy.deepcopy(t) for t in current or [] if isinstance(t, dict)]
@@ -240,8 +229,6 @@ def host_steps(rec: Recommendation, state: ClusterState, node: str, why: str) ->
     together, PodDisruptionBudgets checked), the small workloads stopped first (``stop_first``).
     Returns those actions, the pods evicted from this node (the relabel waits until they are
     gone), and whether the node is to be uncordoned afterwards (not when it was cordoned before)."""
-    from gpuinsight.actions.builders.binpack import check_pdbs, eviction_batches
-
     moves = [m for m in rec.proposed.get("evict") or [] if isinstance(m, dict)]
     stopped = [s for s in rec.proposed.get("stop_first") or [] if isinstance(s, dict)]
     batches = eviction_batches(rec, state, moves)
@@ -263,3 +250,88 @@ def host_steps(rec: Recommendation, state: ClusterState, node: str, why: str) ->
                                    f"is repartitioned; it restarts on its slice", phase="host-drain"))
     gone = [p for _, nodes, pods, _ in batches + stops if node in nodes for p in pods]
     return actions, gone, not cordoned
+
+
+# -- evictions (binpack's moves, a host's evictions) -------------------------------------------
+def _min_member(state: ClusterState, namespace: str, gang: str) -> int | None:
+    obj = state.get(Ref("PodGroup", namespace, gang))
+    value = ((obj or {}).get("spec") or {}).get("minMember")
+    return int(value) if isinstance(value, int | float) else None
+
+
+def eviction_batches(rec: Recommendation, state: ClusterState, moves: list[dict[str, Any]]
+                     ) -> list[tuple[str | None, list[str], list[dict[str, str]], str]]:
+    """Group moved pods into eviction batches: a whole strict gang, or one pod. Refuses gang
+    splits (and moving more of an elastic gang than its minMember leaves room for)."""
+    gangs: dict[str, tuple[list[str], list[dict[str, str]], list[str]]] = {}
+    singles: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
+    seen: set[tuple[str, str]] = set()
+    pods_by_name = {(p["namespace"], p["name"]): p for p in state.pods}  # one pass, not one per pod
+    for i, move in enumerate(moves):
+        ns, src, dest = move.get("namespace") or rec.namespace, move.get("from"), str(move.get("to"))
+        for pod in move.get("pods") or []:
+            row = pods_by_name.get((str(ns), str(pod)))
+            if row is not None and src and row.get("node") and row["node"] != src:
+                raise fail(rec, f"proposed.moves[{i}].pods", f"pod {ns}/{pod} runs on {row['node']}, not {src}")
+            gang = (row or {}).get("podgroup") or move.get("gang")
+            key = (str(ns), str(pod))
+            if key in seen:
+                continue
+            seen.add(key)
+            entry = {"namespace": str(ns), "name": str(pod)}
+            if gang:
+                nodes, pods, dests = gangs.setdefault(f"{ns}/{gang}", ([], [], []))
+                pods.append(entry)
+                if src and src not in nodes:
+                    nodes.append(str(src))
+                if dest not in dests:
+                    dests.append(dest)
+            else:
+                singles.append((None, [str(src)], [entry], dest))
+    batches: list[tuple[str | None, list[str], list[dict[str, str]], str]] = []
+    for gang_key, (nodes, pods, dests) in gangs.items():
+        ns, _, gang = gang_key.partition("/")
+        members = {p["name"] for p in state.gang_pods(ns, gang)}
+        left = sorted(members - {p["name"] for p in pods})
+        least = _min_member(state, ns, gang)
+        if left and least is not None and least < len(members):
+            if len(members) - len(pods) < least:
+                raise fail(rec, "proposed.moves", f"would leave {len(members) - len(pods)} of gang {gang_key} "
+                                                  f"running, below its minMember {least}")
+            # elastic: each pod on its own, one at a time, the rest keep the gang's minimum running
+            pod_nodes = {p["name"]: (pods_by_name.get((ns, p["name"])) or {}).get("node") for p in pods}
+            singles += [(None, [str(pod_nodes[p["name"]] or nodes[0])], [p], ", ".join(dests)) for p in pods]
+            continue
+        if left:
+            raise fail(rec, "proposed.moves", f"would split gang {gang_key}: {len(pods)} of {len(members)} pods "
+                                              f"move, {', '.join(left)} stay")
+        batches.append((gang_key, nodes, pods, ", ".join(dests)))
+    return batches + singles
+
+
+def _pdb_coverage(state: ClusterState) -> list[tuple[dict[str, Any], set[tuple[str, str]], int]]:
+    """Each PDB with the pods it covers and the disruptions it allows, computed once per plan:
+    every binpack recommendation checks the same PDBs against the same pods (at fleet scale,
+    recomputing it per recommendation was PDBs x pods x recommendations selector matches)."""
+    key = (id(state.pods), len(state.pods), id(state.pdbs), len(state.pdbs))
+    cached = state.planned.get("binpack.pdb_coverage")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    pods = LabelIndex(state.pods, lambda p: p["namespace"], lambda p: p.get("labels") or {})
+    out = []
+    for pdb in state.pdbs:
+        covered = pods.covered(pdb["namespace"], pdb.get("selector") or {})
+        healthy = sum(1 for p in covered if p.get("phase") in (None, "Running"))
+        out.append((pdb, {(p["namespace"], p["name"]) for p in covered},
+                    allowed_disruptions(pdb, len(covered), healthy)))
+    state.planned["binpack.pdb_coverage"] = (key, out)
+    return out
+
+
+def check_pdbs(rec: Recommendation, state: ClusterState, batches: list[Any]) -> None:
+    moved = {(p["namespace"], p["name"]) for _, _, pods, _ in batches for p in pods}
+    for pdb, covered, allowed in _pdb_coverage(state):
+        evicted = covered & moved
+        if len(evicted) > allowed:
+            raise fail(rec, "proposed.moves", f"would evict {len(evicted)} pods covered by PodDisruptionBudget "
+                                              f"{pdb['namespace']}/{pdb['name']}, which allows {allowed}")

@@ -24,7 +24,11 @@ from gpuinsight.actions.builders.common import fail, patchable, pin_workload
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import CPU_PODS
+
+# the finding kinds this module builds the actions of
+BUILDS = (CPU_PODS,)
 
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 TAINTS = "/spec/template/spec/taints"

@@ -14,7 +14,11 @@ from gpuinsight.actions import model
 from gpuinsight.actions.builders.common import readable, workload_ref
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import IDLE
+
+# the finding kinds this module builds the actions of
+BUILDS = (IDLE,)
 
 SCALABLE = ("Deployment", "StatefulSet")
 

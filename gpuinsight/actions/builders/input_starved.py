@@ -28,8 +28,12 @@ from gpuinsight.actions.builders.common import (
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import INPUT_STARVED
 from gpuinsight.sources.k8s.common import parse_quantity
+
+# the finding kinds this module builds the actions of
+BUILDS = (INPUT_STARVED,)
 
 
 def refs(rec: Recommendation, state: ClusterState) -> list[Ref]:

@@ -49,7 +49,11 @@ from gpuinsight.actions.patching import escape, get, pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.migparted import spec_errors
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import MIG
+
+# the finding kinds this module builds the actions of
+BUILDS = (MIG,)
 
 GPU = "nvidia.com/gpu"
 MIG_LABEL = "nvidia.com/mig.config"

@@ -13,7 +13,11 @@ from gpuinsight.actions.builders.common import fail, quantity
 from gpuinsight.actions.patching import get, leaf_pointers, norm
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import QUEUE
+
+# the finding kinds this module builds the actions of
+BUILDS = (QUEUE,)
 
 RESOURCE_LISTS = ("capability", "deserved", "guarantee")
 

@@ -26,7 +26,11 @@ from gpuinsight.actions.builders.common import fail, readable
 from gpuinsight.actions.patching import escape, get, pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import RAY
+
+# the finding kinds this module builds the actions of
+BUILDS = (RAY,)
 
 GPU = "nvidia.com/gpu"
 ROOT = {"RayCluster": "/spec", "RayService": "/spec/rayClusterConfig"}

@@ -19,8 +19,12 @@ from gpuinsight.actions.builders.common import fail, readable, workload_ref
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import SCALE_TO_ZERO
 from gpuinsight.rules.common import SCALE_TARGET_KINDS
+
+# the finding kinds this module builds the actions of
+BUILDS = (SCALE_TO_ZERO,)
 
 API_VERSIONS = {"Deployment": "apps/v1", "StatefulSet": "apps/v1"}
 

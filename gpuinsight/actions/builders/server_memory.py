@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuinsight.actions.builders.common import container_asks_gpu, fail
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
 
 SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env"})
 

@@ -40,7 +40,11 @@ from gpuinsight.actions.builders.common import (
 from gpuinsight.actions.patching import get, pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import MPS, TIMESLICE
+
+# the finding kinds this module builds the actions of
+BUILDS = (MPS, TIMESLICE)
 
 CONFIG_NAMESPACE = "gpu-operator"
 CONFIG_NAME = "device-plugin-config"

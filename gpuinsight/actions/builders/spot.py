@@ -27,7 +27,11 @@ from gpuinsight.actions.builders.common import ceil_div, fail, gpus_of, pin_work
 from gpuinsight.actions.redact import redact
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import SPOT
+
+# the finding kinds this module builds the actions of
+BUILDS = (SPOT,)
 
 TAINT_KEY = "gpuinsight.io/spot"
 TOLERATION = {"key": TAINT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}

@@ -33,7 +33,11 @@ from gpuinsight.actions.builders.common import (
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
-from gpuinsight.rules.base import Recommendation
+from gpuinsight.plan import Recommendation
+from gpuinsight.plan.kinds import TOPOLOGY
+
+# the finding kinds this module builds the actions of
+BUILDS = (TOPOLOGY,)
 
 AFFINITY_WEIGHT = 100  # the strongest preference the API allows (1..100)
 

@@ -9,15 +9,11 @@ indented by four spaces, as kubectl prints unstructured objects.
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from . import k8s
-from .crds import hypernode_objects, nodepool_objects, podgroup_objects, queue_objects, vcjob_objects
 from .fleet import Fleet
-from .kuberay import raycluster_objects, rayjob_objects, scaledobject_objects
 from .spec import WORKLOADS
 
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
@@ -266,31 +262,3 @@ def pdb_objects(s: Snapshot) -> list[dict[str, Any]]:
                        "expectedPods": expected, "observedGeneration": 1},
         })
     return out
-
-
-def _dump(path: Path, items: list[dict[str, Any]]) -> None:
-    doc = {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
-    path.write_text(json.dumps(doc, indent=4, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def write_kubectl_dumps(fleet: Fleet, directory: str | Path) -> Path:
-    """Write the end-of-window kubectl JSON dumps into `directory` (created if missing)."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    s = Snapshot(fleet)
-    nodes = [node_object(s, n) for n in s.nodes]
-    pods = [pod_object(s, p) for p in s.pods]
-    jobs = vcjob_objects(s)
-    _dump(d / "nodes.json", nodes)
-    _dump(d / "pods.json", pods)
-    _dump(d / "vcjobs.json", jobs)
-    _dump(d / "podgroups.json", podgroup_objects(s))
-    _dump(d / "queues.json", queue_objects(s))
-    _dump(d / "nodepools.json", nodepool_objects(s))
-    _dump(d / "pdbs.json", pdb_objects(s))
-    _dump(d / "events.json", event_objects(s, pods, jobs))
-    _dump(d / "rayclusters.json", raycluster_objects(s))
-    _dump(d / "rayjobs.json", rayjob_objects(s))
-    _dump(d / "scaledobjects.json", scaledobject_objects(s))
-    _dump(d / "hypernodes.json", hypernode_objects(s))
-    return d

@@ -11,13 +11,12 @@ fields are refused, and every action has the structure its type needs. Every rec
 its ``cluster``, and its target and actions name the same one (a plan's ``clusters`` lists every
 cluster it judged, so each recommendation's is among them).
 
-What a rule's own ``proposed``/``target`` must hold is checked at one call point,
-:func:`check_rule_fields`, against the schemas each rule registers with its finding kinds
-(``gpuinsight.rules.registry``).
+What a kind's own ``proposed`` / ``target`` / ``evidence`` must hold is checked at one call point,
+:func:`check_rule_fields`, against the schemas of its kind (:mod:`gpuinsight.plan.kinds`).
 
 ``plan_digest`` is the SHA-256 of a plan's canonical JSON: ``recommend --save-plan`` records it
 (with the content) in ``reviewed_plans`` and ``recommend --plan FILE --apply`` applies a file only
-when its digest is the recorded one (:func:`check_reviewed`).
+when its digest is the recorded one (:func:`gpuinsight.plan.store.check_reviewed`).
 """
 
 from __future__ import annotations
@@ -28,18 +27,16 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuinsight.actions.model import ACTION_TYPES, EKS_CALLS, PHASES
 from gpuinsight.actions.refs import KINDS
 from gpuinsight.errors import BadInput
-from gpuinsight.rules.base import RULE_NAMES, Plan, Recommendation
-from gpuinsight.rules.typed import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, cluster_name, show
-from gpuinsight.rules.typed import resource_list as check_resource_list
+from gpuinsight.plan.kinds import RULE_NAMES, validate_finding
+from gpuinsight.plan.model import Plan, Recommendation
+from gpuinsight.plan.schema import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, cluster_name, show
+from gpuinsight.plan.schema import resource_list as check_resource_list
 from gpuinsight.textfile import decode_utf8
-
-if TYPE_CHECKING:
-    from gpuinsight.warehouse import Warehouse
 
 REC_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}\Z")
 PLAN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
@@ -143,10 +140,8 @@ def check_labels(labels: Any, where: str) -> None:
 
 # -- per-rule fields: the one call point ----------------------------------------------------------
 def check_rule_fields(rec: dict[str, Any], where: str) -> None:
-    """Validate the rule-specific ``proposed``/``target`` of one recommendation against the
-    schemas its rule registers (raises BadInput naming the field)."""
-    from gpuinsight.rules.registry import validate_finding
-
+    """Validate the kind-specific ``proposed`` / ``target`` / ``evidence`` of one recommendation
+    against its kind's schemas (:mod:`gpuinsight.plan.kinds`; raises BadInput naming the field)."""
     validate_finding(rec, where)
 
 
@@ -527,17 +522,6 @@ def plan_digest(plan: Plan) -> str:
     return hashlib.sha256(canonical(plan_to_json(plan)).encode("utf-8")).hexdigest()
 
 
-def record_review(wh: Warehouse, plan: Plan, saved_to: str | None = None) -> str:
-    """Record the plan as reviewed (``recommend --save-plan``); returns its digest."""
-    digest = plan_digest(plan)
-    with wh.transaction() as con:
-        con.execute("DELETE FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id])
-        con.execute("INSERT INTO reviewed_plans VALUES (?, ?, ?, ?, ?)",
-                    [plan.plan_id, digest, canonical(plan_to_json(plan)), saved_to,
-                     datetime.now(UTC).replace(tzinfo=None)])
-    return digest
-
-
 def first_difference(reviewed: Any, given: Any, where: str = "") -> str | None:
     """Where two JSON documents first differ (``recommendations[2].actions[1]: removed``)."""
     if isinstance(reviewed, dict) and isinstance(given, dict):
@@ -563,24 +547,3 @@ def first_difference(reviewed: Any, given: Any, where: str = "") -> str | None:
     if canonical(reviewed) != canonical(given):
         return f"{where or 'plan'}: was {show(reviewed)}, now {show(given)}"
     return None
-
-
-def was_reviewed(wh: Warehouse, plan: Plan) -> bool:
-    """Was a plan with this id saved for review in this warehouse (whatever its content)?"""
-    return bool(wh.sql("SELECT count(*) FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id]).item())
-
-
-def check_reviewed(wh: Warehouse, plan: Plan, name: str) -> str:
-    """Refuse a plan that is not exactly the one recorded at review; returns the digest."""
-    rows = wh.sql("SELECT sha256, content, saved_at FROM reviewed_plans WHERE plan_id = ?", [plan.plan_id]).rows()
-    digest = plan_digest(plan)
-    if not rows:
-        raise BadInput(f"{name}: plan_id: plan {plan.plan_id} was never saved for review in this warehouse (save it with "
-                       f"`gpuinsight recommend --save-plan FILE`, review the file, then apply it)")
-    recorded, content, saved_at = rows[0]
-    if recorded != digest:
-        diff = first_difference(json.loads(content), plan_to_json(plan)) or "formatting only"
-        raise BadInput(f"{name}: not the plan reviewed on {saved_at:%Y-%m-%d %H:%M} UTC (sha256 {recorded[:12]}, "
-                       f"this file {digest[:12]}): {diff}; to apply an edited plan, record it with "
-                       f"`gpuinsight recommend --plan FILE --save-plan FILE`")
-    return digest

@@ -1,4 +1,5 @@
-"""Typed ``proposed`` and ``target`` objects: one small schema per finding kind.
+"""Typed ``proposed``, ``target`` and ``evidence`` objects: one small schema per finding kind
+(:mod:`gpuinsight.plan.kinds`).
 
 A rule builds its ``proposed`` / ``target`` from these classes (so a typo is a TypeError, not
 a silently different plan), and a plan read back from a file is checked against the same
@@ -107,6 +108,12 @@ def list_of(inner: Check, *, non_empty: bool = False) -> Check:
     return check
 
 
+def any_text(value: Any, where: str) -> None:
+    """Any string (evidence: measured figures and how they were measured, shown as they are)."""
+    if not isinstance(value, str):
+        raise bad(where, f"{show(value)} is not a string")
+
+
 def boolean(value: Any, where: str) -> None:
     if not isinstance(value, bool):
         raise bad(where, f"{value!r} is not true or false")
@@ -143,6 +150,13 @@ class Schema:
     def to_dict(self) -> dict[str, Any]:
         """Plain fields in declaration order (nested schemas are given as dicts already)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def read(cls, data: dict[str, Any] | None) -> Any:
+        """An instance from a plan's plain object: the fields it has (unknown keys ignored, a
+        missing field its default); for reading what a schema declares, with attribute access."""
+        data = data or {}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
     @classmethod
     def check(cls, data: Any, where: str) -> None:

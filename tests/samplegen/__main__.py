@@ -1,4 +1,4 @@
-"""python -m gpuinsight.sample --out DIR [--gpus N] [--days D] [--interval S] [--seed N] [--no-gzip]"""
+"""python -m tests.samplegen --out DIR [--gpus N] [--days D] [--interval S] [--seed N] [--no-gzip]"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .spec import GPUS_PER_CELL, FleetSpec
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpuinsight.sample",
+    ap = argparse.ArgumentParser(prog="python -m tests.samplegen",
                                  description="Write the deterministic sample GPU fleet (metrics, kubectl dumps, "
                                              "ground truth).")
     ap.add_argument("--out", required=True, help="output directory")

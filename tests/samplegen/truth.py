@@ -402,7 +402,7 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
     g0 = sp.start_s + int(GAP_START_H * 3600)
     gap_nodes = [n["name"] for n in fleet.nodes.to_dicts() if n["name"] == GAP_NODE + cell_suffix(n["cell"])]
     return {
-        "generator": "gpuinsight.sample",
+        "generator": "tests.samplegen",
         "spec": {"cell_count": sp.cell_count, "days": sp.days, "interval_s": sp.interval_s, "seed": sp.seed,
                  "start": k8s.iso(sp.start_s), "cluster": sp.cluster},
         "cluster": sp.cluster,

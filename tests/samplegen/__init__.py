@@ -1,6 +1,6 @@
 """Deterministic sample GPU fleet: DCGM + kube-state-metrics history, kubectl dumps, ground truth.
 
->>> from gpuinsight.sample import FleetSpec, build_fleet, gpu_sample_frames
+>>> from tests.samplegen import FleetSpec, build_fleet, gpu_sample_frames
 >>> fleet = build_fleet(FleetSpec(days=0.5))
 >>> sum(df.height for df in gpu_sample_frames(fleet)) > 0
 True
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .dumps import write_kubectl_dumps
 from .fleet import Fleet, build_fleet
 from .frames import GPU_SAMPLES_SCHEMA, gpu_sample_frames
-from .kubectl import write_kubectl_dumps
 from .openmetrics import write_openmetrics
 from .spec import GPUS_PER_CELL, FleetSpec
 from .truth import ground_truth, write_ground_truth

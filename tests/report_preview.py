@@ -16,7 +16,7 @@ import polars as pl
 
 from gpuinsight.config import Config
 from gpuinsight.errors import NotFound
-from gpuinsight.rules.base import HOURS_PER_MONTH, Plan, Recommendation
+from gpuinsight.plan import HOURS_PER_MONTH, Plan, Recommendation, kind_of
 
 Frames = dict[str, pl.DataFrame | Callable[..., pl.DataFrame]]
 
@@ -183,9 +183,9 @@ def synthetic_fleet(gpus: int = 256, days: int = 7, *, seed: int = 1, queues: bo
     return FrameSource(frames, recs, catalog=CATALOG)
 
 
-# evidence.saving_basis of each kind of synthetic finding
-BASIS = {"idle": "gpus_returned", "mig": "gpus_returned", "mps": "gpus_returned", "timeslice": "gpus_returned",
-         "spot": "price_difference", "binpack": "nodes_released", "queue": "entitlement"}
+def _basis(rule: str) -> dict[str, str]:
+    """evidence.saving_basis of a synthetic finding: its kind's."""
+    return {"saving_basis": kind_of(rule).saving_basis}
 
 
 def _recommendations(wl: pl.DataFrame, nodes: pl.DataFrame, usd_h: float, queues: bool) -> list[Recommendation]:
@@ -197,14 +197,14 @@ def _recommendations(wl: pl.DataFrame, nodes: pl.DataFrame, usd_h: float, queues
             rule=rule, namespace=r["namespace"], workload=r["workload"],
             title=f"{rule}: {r['namespace']}/{r['workload']} uses {r['sm_p95']:.0%} of its GPU at p95",
             monthly_savings_usd=m * (0.2 + (i * 37 % 11) / 10), confidence=0.5 + (i % 5) / 10,
-            evidence={"saving_basis": BASIS[rule]},
+            evidence=_basis(rule),
         ))
     for r in nodes.head(3).iter_rows(named=True):
         recs.append(Recommendation(rule="binpack", node=r["node"], title=f"drain and remove {r['node']}",
                                    monthly_savings_usd=m * 8, confidence=0.7,
-                                   evidence={"saving_basis": BASIS["binpack"], "pool": r["node_pool"]}))
+                                   evidence={**_basis("binpack"), "pool": r["node_pool"]}))
     if queues:
         recs.append(Recommendation(rule="queue", queue="research", title="lower queue research deserved to match use",
                                    monthly_savings_usd=0.0, confidence=0.6,
-                                   evidence={"saving_basis": BASIS["queue"]}))
+                                   evidence=_basis("queue")))
     return recs
