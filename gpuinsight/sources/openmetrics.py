@@ -190,6 +190,8 @@ class _Parser:
         if slow.height:
             parts = pl.concat([parts.join(slow.select("lineno"), on="lineno", how="anti"),
                                _slow_path(slow, name, self.parsed)]).sort("lineno")
+            if parts.height == 0:  # only blank lines and indented comments
+                return
         parts = parts.with_columns(pl.col("value").cast(pl.Float64, strict=False).alias("v"),
                                    pl.col("ts").cast(pl.Float64, strict=False).alias("t"))
         bad = parts.filter(pl.col("v").is_null())
@@ -209,7 +211,7 @@ class _Parser:
         elif parts["t"].null_count():
             _fail(name, _with_line(parts.filter(pl.col("t").is_null()), lines),
                   "sample has no timestamp and no default was given")
-        ids = {key: self._series_id(key) for key in parts.get_column("key").unique().to_list()}
+        ids = {key: self._series_id(key) for key in parts.get_column("key").unique(maintain_order=True).to_list()}
         self.parts.append(parts.select(pl.col("key").replace_strict(ids, return_dtype=pl.UInt32).alias(SID),
                                        ts_us.cast(TS).alias("ts"), pl.col("v").alias("value"),
                                        pl.col("lineno").cast(pl.Int64).alias(LINE)))
@@ -267,10 +269,10 @@ def _parse_pieces(pieces: Iterable[bytes | str], name: str, default_ts: datetime
 
 
 def parse_exposition(data: bytes | str, *, name: str = "<input>", default_ts: datetime | None = None,
-                     chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
+                     chunk_bytes: int | None = None) -> pl.DataFrame:
     """Parse exposition text into a series frame; any malformed line -> BadInput ``NAME:LINE: what``."""
     stream = io.BytesIO(data) if isinstance(data, bytes) else io.StringIO(data)
-    return _parse_pieces(_pieces(stream.read, chunk_bytes), name, default_ts).frame()
+    return _parse_pieces(_pieces(stream.read, chunk_bytes or CHUNK_BYTES), name, default_ts).frame()
 
 
 def _parse_key(key: str) -> dict[str, str] | None:
@@ -314,7 +316,7 @@ def _fail(name: str, row: dict[str, object], what: str) -> None:
 
 
 def scan_exposition(path: str | Path, *, default_ts: datetime | None = None,
-                    chunk_bytes: int = CHUNK_BYTES) -> Exposition:
+                    chunk_bytes: int | None = None) -> Exposition:
     """Read a plain or gzip-compressed exposition file, ``chunk_bytes`` of text at a time: the
     text is never held whole, only the parsed samples and each distinct series once."""
     path = Path(path)
@@ -335,7 +337,7 @@ def scan_exposition(path: str | Path, *, default_ts: datetime | None = None,
     stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if gzipped else raw
     with raw, stream:
         try:
-            expo = _parse_pieces(_pieces(read, chunk_bytes), str(path), default_ts or _mtime(path))
+            expo = _parse_pieces(_pieces(read, chunk_bytes or CHUNK_BYTES), str(path), default_ts or _mtime(path))
         except (OSError, EOFError, zlib.error) as exc:
             if not gzipped or isinstance(exc, OSError) and exc.strerror:
                 raise BadInput(f"{path}: cannot read ({exc.strerror or exc})") from exc
@@ -351,7 +353,7 @@ def _mtime(path: Path) -> datetime | None:
 
 
 def read_exposition(path: str | Path, *, default_ts: datetime | None = None,
-                    chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
+                    chunk_bytes: int | None = None) -> pl.DataFrame:
     """Read a plain or gzip-compressed exposition file into a series frame."""
     return scan_exposition(path, default_ts=default_ts, chunk_bytes=chunk_bytes).frame()
 
