@@ -215,6 +215,35 @@ class GpuInsight:
                 return prices.load_aws(self.wh, self.config, aws_region)
             return prices.load_catalog(self.wh, self.config, catalog)
 
+    def set_energy_rate(self, region: str, usd_per_kwh: float, kg_co2e_per_kwh: float, *,
+                        source: str | None = None) -> None:
+        """What a kWh costs and emits in ``region`` (the node's zone without its letter, e.g.
+        ``us-east-1``; ``*`` for every region not listed): ``energy_by`` prices energy with it."""
+        from gpuinsight.sources.energy_rates import set_energy_rate
+
+        with self._rates_session():
+            set_energy_rate(self.wh, region, usd_per_kwh, kg_co2e_per_kwh, source)
+
+    def collect_energy_rates(self, path: Path) -> LoadReport:
+        """Set the rates of the regions a CSV lists (``region,usd_per_kwh,kg_co2e_per_kwh[,source]``)."""
+        from gpuinsight.sources.energy_rates import load_energy_rates
+
+        with self._rates_session():
+            return load_energy_rates(self.wh, Path(path))
+
+    @contextlib.contextmanager
+    def _rates_session(self) -> Iterator[None]:
+        """A write session for the energy rates: no materialized model reads them (``energy_by``
+        prices at query time), so the models are rebuilt only if they were stale anyway."""
+        if self._stale:
+            with self.writing():
+                yield
+            return
+        if self._answers is not None:
+            self._answers.clear()
+        with self.wh.writing():
+            yield
+
     def import_alibaba_openb(self, pods: Path, nodes: Path) -> LoadReport:
         from gpuinsight.sources.alibaba import import_openb
 

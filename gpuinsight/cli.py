@@ -326,6 +326,17 @@ def collect_prices(db: Path | None, catalog: Path | None, aws_region: str | None
         click.echo(gi.collect_prices(catalog=catalog, aws_region=aws_region).summary())
 
 
+@collect.command("energy-rates")
+@db_option
+@click.option("--csv", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="CSV with region,usd_per_kwh,kg_co2e_per_kwh[,source] (region * = any region not listed).")
+@handle_errors
+def collect_energy_rates(db: Path | None, path: Path) -> None:
+    """Set what a kWh costs and emits per region (the rates GPU energy is valued at)."""
+    with open_gi(db, create=True, write=True) as gi:
+        click.echo(gi.collect_energy_rates(path).summary())
+
+
 # -- import ------------------------------------------------------------------------------------
 @main.group("import")
 def import_() -> None:

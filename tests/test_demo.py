@@ -173,3 +173,50 @@ def test_kuberay_and_scale_to_zero_in_the_summary_and_as_valid_objects(demo: Pat
             obj = expected_after(action, dumps.get(f"{ref.kind}/{ref.name}"))
             assert validate_object(obj, schemas) == [], (r["id"], action["target"])
     assert kinds == {"RayJob", "RayCluster", "ScaledObject"}
+
+
+def test_a_serving_finding_states_its_cost_per_token_after_the_change(demo: Path) -> None:
+    """The planted chat service's MIG finding: cost per 1M tokens today and after (half a GPU), equal
+    to the ground truth's hand count of its tokens and cost, and the latency observed at its load."""
+    recs = {(r["rule"], r["workload"]): r for r in json.loads((demo / "recommendations.json").read_text())}
+    truth = {(f["rule"], f["workload"]): f for f in TRUTH["expected_findings"]}
+    got, want = recs[("mig", "assistant-8b")]["evidence"], truth[("mig", "assistant-8b")]["unit_economics"]
+    assert got["usd_per_1m_tokens"] == pytest.approx(want["usd_per_1m_tokens"], rel=0.01)
+    assert got["usd_per_1m_tokens_after"] == pytest.approx(want["usd_per_1m_tokens_after"], rel=0.01)
+    assert got["usd_per_1m_tokens_after"] <= got["usd_per_1m_tokens"] / 2 + 1e-9
+    assert got["ttft_p95_s_observed"] > 0 and "not measured" in got["latency_basis"]
+    assert "usd_per_1m_tokens" not in recs[("mig", "safety-guard")]["evidence"]  # no server metrics: no claim
+    with gi.open(demo / "demo.duckdb", read_only=True) as g:
+        ue = {r["workload"]: r for r in g.query("unit_economics").to_dicts()}
+    for w in TRUTH["workloads"]:
+        if "unit_economics" in w:
+            row = ue[w["workload"]]
+            assert row["tokens"] == pytest.approx(w["unit_economics"]["prompt_tokens"]
+                                                  + w["unit_economics"]["generation_tokens"], rel=1e-9)
+            assert row["usd_per_1m_tokens"] == pytest.approx(w["unit_economics"]["usd_per_1m_tokens"], rel=0.005)
+
+
+def test_a_reserved_vllm_is_consolidated_with_its_memory_setting_changed(demo: Path) -> None:
+    """The planted FAQ bot: vLLM's default reservation makes its GPU look full; sized on the KV cache it
+    used (its size from the pod annotation) it shares a GPU, and the change sets
+    --gpu-memory-utilization for its slice, equal to the ground truth's hand count."""
+    recs = {(r["rule"], r["workload"]): r for r in json.loads((demo / "recommendations.json").read_text())}
+    truth = {(f["rule"], f["workload"]): f for f in TRUTH["expected_findings"]}
+    bot, want = recs[("mig", "faq-bot")], truth[("mig", "faq-bot")]["server_memory"]
+    setting = bot["proposed"]["server_memory"]
+    assert (setting["flag"], setting["basis"], setting["mode"]) == (want["flag"], want["basis"], "set")
+    assert setting["value"] == pytest.approx(want["value"], abs=0.002)
+    ev = bot["evidence"]
+    assert ev["memory_basis"] == "KV cache used at peak"
+    assert ev["kv_cache_peak_pct"] / 100 == pytest.approx(want["kv_cache_peak"], abs=1e-4)
+    assert ev["server_memory_fraction_now"] == 0.9 and ev["kv_cache_size_source"].startswith("annotation")
+    # on its framebuffer it would have fit no slice: 1.1 x its reservation is more than the largest
+    # instance smaller than the GPU (4g.40gb)
+    assert ev["fb_used_max_gb"] * 1.1 > 40
+    assert bot["proposed"]["mig_profile"] == "3g.40gb" and setting["value"] * setting["device_mib"] >= \
+        want["reservation_mib"] - 1
+    # the chat service moves to a smaller device too: its fraction is set for the slice (sized on its framebuffer)
+    chat = recs[("mig", "assistant-8b")]["proposed"]["server_memory"]
+    assert chat["basis"] == "framebuffer" and chat["flag"] == "--gpu-memory-utilization"
+    assert chat["value"] * chat["device_mib"] >= recs[("mig", "assistant-8b")]["evidence"]["fb_used_max_gb"] * 1024
+    assert recs[("mig", "ticket-embedder")]["proposed"].get("server_memory") is None  # not an inference server

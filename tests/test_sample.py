@@ -138,7 +138,10 @@ def test_openmetrics_families(om: dict) -> None:
     for fam, series in om.items():
         for labels in series:
             lab = parse_labels(labels)
-            assert "instance" in lab and lab["job"] in ("dcgm-exporter", "kube-state-metrics", "kubelet"), fam
+            # inference servers are scraped from their pods (Prometheus Operator: job namespace/service,
+            # the pod's own namespace and pod labels)
+            serving = fam.startswith("vllm:") and lab["job"] == f"{lab['namespace']}/{lab['job'].split('/')[-1]}"
+            assert "instance" in lab and (serving or lab["job"] in ("dcgm-exporter", "kube-state-metrics", "kubelet")), fam
 
 
 def test_label_variations(om: dict, truth: dict) -> None:
@@ -213,7 +216,7 @@ def test_gpu_hours_match_kube_state_metrics(om: dict, truth: dict) -> None:
     w1 = int(datetime.fromisoformat(truth["window"]["end"]).timestamp())
     ksm = _ksm_allocations(om, w0, w1)
     want = _per_workload(truth, "allocated_gpu_hours", "allocated_mig_instance_hours")
-    assert len(ksm) == len(want) == 24  # the head and the trainers of a Ray cluster are one workload
+    assert len(ksm) == len(want) == 28  # the head and the trainers of a Ray cluster are one workload
     for key, (gpu_h, mig_h) in want.items():
         assert ksm[key]["nvidia_com_gpu"] == pytest.approx(gpu_h, abs=1e-5), key
         assert ksm[key]["nvidia_com_mig_1g_10gb"] == pytest.approx(mig_h, abs=1e-5)
@@ -331,7 +334,11 @@ def test_ground_truth(truth: dict) -> None:
                    ("ray", "nightly-embed"), ("scale_to_zero", "summarizer-preview"),
                    # issue 14: the training pool
                    ("input_starved", "resnet50-train"), ("topology", "bert-ddp"), ("spot", "llama-sft"),
-                   ("spot", "mistral-lora")}
+                   ("spot", "mistral-lora"),
+                   # issue 24: two small services share one H100 split 3g.40gb + 3g.40gb; a vLLM bot whose
+                   # reservation fills its GPU and an embedder share one split 3g.40gb + 1g.20gb
+                   ("mig", "assistant-8b"), ("mig", "safety-guard"), ("mig", "faq-bot"),
+                   ("mig", "ticket-embedder")}
     assert {w["workload"] for w in truth["must_not_flag"]} == {"llm-pretrain", "llm-serving", "text-embed",
                                                               "nightly-eval", "chat-router", "translate-preview"}
     obs = {w["workload"]: w["observed"] for w in truth["workloads"]}

@@ -219,7 +219,12 @@ def restore_ops(snapshot: dict[str, Any], live: dict[str, Any]) -> list[dict[str
         if has(live, ptr):
             ops.append({"op": "remove", "path": ptr})
     for ptr, value in sorted((snapshot.get("fields") or {}).items()):
-        ops.append({"op": "add", "path": ptr, "value": copy.deepcopy(value)})
+        toks = tokens(ptr)
+        # "add" replaces an object's member but inserts into a list: a list element is replaced
+        in_list = bool(toks) and isinstance(get(live, pointer(*toks[:-1])) if has(live, pointer(*toks[:-1])) else None,
+                                            list)
+        op = "replace" if in_list and has(live, ptr) else "add"
+        ops.append({"op": op, "path": ptr, "value": copy.deepcopy(value)})
     return ops
 
 

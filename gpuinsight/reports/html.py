@@ -27,8 +27,8 @@ from typing import Any, Protocol
 import polars as pl
 import vl_convert as vlc
 
-from gpuinsight.errors import BadInput
-from gpuinsight.reports import charts, ray_keda, theme
+from gpuinsight.errors import BadInput, NotFound
+from gpuinsight.reports import charts, ray_keda, theme, unit_economics
 from gpuinsight.reports.assets import vegalite_version
 from gpuinsight.reports.frames import cluster_scoped, recommendations_frame
 from gpuinsight.reports.page import MAX_TABLE_ROWS, Report, price_note, render_html
@@ -42,7 +42,7 @@ __all__ = ["MAX_TABLE_ROWS", "Report", "ReportSource", "build_report", "chart_sp
 
 # Charts whose marks are dollars: their PNG/SVG exports, which travel alone, name the prices.
 DOLLAR_CHARTS = frozenset({"savings-by-rule", "top-findings", "waste-breakdown", "waste-by-namespace",
-                           "waste-by-queue"})
+                           "waste-by-queue", "cost-per-token"})
 
 
 class ReportSource(Protocol):
@@ -126,6 +126,9 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
         ("queue-usage", charts.queue_usage(cluster_scoped(gi.query("queue_usage"), "queue"))),
         *input_starved_charts(gi.query, plan.recommendations),
     ]
+    economics = _optional(gi, "unit_economics")
+    if economics.height:
+        built.append(("cost-per-token", unit_economics.cost_per_token_trend(_optional(gi, "unit_economics_daily"))))
     sleepy = [r for r in plan.recommendations if r.rule == "scale_to_zero"]
     if sleepy:
         built.append(("scale-to-zero-week", ray_keda.scale_to_zero_week(sleepy)))
@@ -137,7 +140,16 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
     return Report(cluster=cluster, summary=summary, price_note=note, findings=recs, total_savings_usd=float(total),
                   charts=built, notes=list(getattr(plan, "notes", []) or []),
                   plan_id=getattr(plan, "plan_id", None), waste_tables=tables,
-                  sections=[*ray_keda.sections(plan.recommendations), signals_section(plan.recommendations)])
+                  sections=[*ray_keda.sections(plan.recommendations), signals_section(plan.recommendations),
+                            unit_economics.section(economics, _optional(gi, "energy_by", by="team"))])
+
+
+def _optional(gi: ReportSource, name: str, **params: Any) -> pl.DataFrame:
+    """A model a stand-in source (a notebook's frames, the preview) may not hold: empty then."""
+    try:
+        return gi.query(name, **params)
+    except NotFound:
+        return pl.DataFrame()
 
 
 def write_report(gi: ReportSource, out: Path, *, plan: Any = None, png_dir: Path | None = None,

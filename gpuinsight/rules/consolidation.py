@@ -52,6 +52,17 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
 from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
+from gpuinsight.rules.serving import (
+    FRACTION_FLAGS,
+    KEEP_BYTES_FLAGS,
+    KV_BYTES_FLAG,
+    ServingSize,
+    memory_by_workload,
+    server_setting,
+    serving_by_workload,
+    serving_size,
+    unit_cost_evidence,
+)
 from gpuinsight.rules.typed import (
     DNS_LABEL,
     DNS_NAME,
@@ -98,6 +109,35 @@ class StoppedPod(Schema):
     workload: str = spec(text(DNS_NAME))
 
 
+def _check_setting(data: dict[str, Any], where: str) -> None:
+    flags = {*FRACTION_FLAGS.values(), *KEEP_BYTES_FLAGS.values(), KV_BYTES_FLAG}
+    if data.get("flag") not in flags:
+        raise bad(f"{where}.flag", f"{data.get('flag')!r} is not a memory setting gpuinsight changes ({sorted(flags)})")
+    value = data.get("value")
+    if data.get("flag") == KV_BYTES_FLAG:
+        if not isinstance(value, int | float) or value < 1 or value != int(value):
+            raise bad(f"{where}.value", f"{value!r} is not a whole number of bytes")
+    elif data.get("mode") == "set" and not (isinstance(value, int | float) and 0 < value <= 1):
+        raise bad(f"{where}.value", f"{value!r} is not a share of the device's memory in (0, 1]")
+
+
+@dataclass
+class ServerMemory(Schema):
+    """The inference server's memory setting the change carries (rules/serving.py): ``set`` the
+    flag to ``value`` (a share of the device it moves to, or vLLM's KV bytes), or ``scale`` the
+    value its container has by ``value`` (the memory of the device it leaves over that of the one
+    it moves to: the same bytes)."""
+
+    server: str = spec(text(choices=("vllm", "tgi", "sglang")))
+    flag: str = spec(text())
+    mode: str = spec(text(choices=("set", "scale")))
+    value: float = spec(number)
+    device_mib: float = spec(number)
+    device_mib_before: float = spec(number)
+    basis: str = spec(text(choices=("kv_cache", "framebuffer")))
+    extra_checks = (_check_setting,)
+
+
 @dataclass
 class MigProposed(Schema):
     mig_profile: str = spec(text(MIG_PROFILE))
@@ -116,6 +156,7 @@ class MigProposed(Schema):
     node_layout: list[dict[str, Any]] = spec(list_of(mapping), [])  # the node's mig-parted entries
     evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the node first
     stop_first: list[dict[str, Any]] = spec(list_of(schema(StoppedPod)), [])
+    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
     extra_checks = (_resource_matches, _check_moves, _check_layout)
 
 
@@ -127,6 +168,7 @@ class SharedProposed(Schema):
     group: list[str] = spec(list_of(text()), [])
     gpus_freed: float = spec(number, 0.0)
     evict: list[dict[str, Any]] = spec(list_of(schema(Move)), [])  # whole pods moved off the host first
+    server_memory: dict[str, Any] | None = spec(optional(schema(ServerMemory)), None)
     extra_checks = (_check_moves,)
 
 
@@ -160,7 +202,7 @@ class ConsolidationRule(Rule):
     summary = ("Share GPUs among small workloads of a node pool, planned with binpack: MIG slices on single GPUs "
                "(the node keeps its others whole), MPS (production) or time-slicing (other work), sized on peaks.")
     needs = ("workload_gpu_profile", "placement_current", "nodes_current", "mig_catalog", "mig_capacity",
-             "analysis_window", "disruption_budgets")
+             "analysis_window", "disruption_budgets", "unit_economics", "serving_memory")
     settings = (
         Setting("memory_headroom", 0.10, "Framebuffer a workload gets over its observed maximum (fraction)."),
         Setting("compute_target", 0.80, "Most of a slice's (or a shared GPU's) compute the short-window p95 may use."),
@@ -170,6 +212,10 @@ class ConsolidationRule(Rule):
         Setting("max_replicas", 1, "Only workloads with at most this many pods (more are spread on purpose)."),
         Setting("mig_strategy", "auto", "The device plugin's MIG strategy: auto (the node label "
                                         "nvidia.com/mig.strategy, mixed without it), mixed or single."),
+        Setting("kv_cache_headroom", 0.5, "An inference server sized on its KV cache keeps this much more than "
+                                          "the KV cache it used at peak (fraction)."),
+        Setting("server_context_mib", 1024.0, "MiB a server's device holds beside the share of memory it "
+                                              "reserves (its CUDA context, created before it reserves)."),
         MIN_HOURS,
         FULL_CONFIDENCE,
     )
@@ -184,7 +230,8 @@ class ConsolidationRule(Rule):
         if settings["mig_strategy"] not in ("auto", "mixed", "single"):
             raise BadInput(f"consolidation.mig_strategy: {settings['mig_strategy']!r} is not auto, mixed or single")
         t = Targets(settings["memory_headroom"], settings["compute_target"], settings["ts_memory_fill"],
-                    int(settings["max_clients"]))
+                    int(settings["max_clients"]), settings["kv_cache_headroom"], settings["min_hours"],
+                    settings["server_context_mib"])
         nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
         inputs = PoolInputs(frames, ctx)
         placed_now: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -234,6 +281,7 @@ class ConsolidationRule(Rule):
                  nodes: dict[tuple[str, str], dict[str, Any]], pods_of: dict[tuple[str, str, str], list[dict[str, Any]]],
                  inputs: PoolInputs, t: Targets) -> list[Demand]:
         out = []
+        serving, memory = serving_by_workload(frames, ctx), memory_by_workload(frames, ctx)
         for r in ctx.rows(frames, "workload_gpu_profile"):
             cluster = str(r.get("cluster") or "")
             if ctx.ledger.workload_claimed(cluster, r["namespace"], r["workload"]):
@@ -247,6 +295,8 @@ class ConsolidationRule(Rule):
                 continue  # a fraction of a shared GPU (vGPU, time-slicing, KAI) is already shared
             if any(num(p.get("gang_min_member"), 1) > 1 for p in pods):
                 continue  # a gang member is not a small service
+            key = (cluster, r["namespace"], r["workload"])
+            r = {**r, "_serving_memory": memory.get(key)}
             mem, compute = demand_size(r, t)
             if compute > settings["max_compute"] or r.get("fb_max_mib") is None:
                 continue
@@ -255,9 +305,13 @@ class ConsolidationRule(Rule):
                 node = nodes.get((cluster, p["node"]))
                 if node is None or node.get("is_mig"):
                     continue
-                row = {**r, "_node": node, "_production_reason": why}
+                row = {**r, "_node": node, "_production_reason": why, "_serving": serving.get(key),
+                       "_serving_size": serving_size(r, t)}
                 indices = tuple(int(i) for i in p.get("gpu_indices") or []) or None
-                evictable = not p.get("gang") and not pod_budgets(p, inputs.pdbs_by_ns)
+                # stopped first: not a gang of several pods (never split), no PodDisruptionBudget; the
+                # one pod of a gang (Volcano's podgroup of a Deployment) restarts whole
+                gang = bool(p.get("gang")) and num(p.get("gang_pods"), 1) > 1
+                evictable = not gang and not pod_budgets(p, inputs.pdbs_by_ns)
                 out.append(Demand((cluster, r["namespace"], r["workload"]), p["pod"], p["node"], mem, compute,
                                   production, row, indices, evictable))
         return out
@@ -277,7 +331,25 @@ class ConsolidationRule(Rule):
             "gpus_freed": round(freed, 3), "usd_per_gpu_hour": round(gpu_price, 4),
             "production": d.production, "production_reason": r["_production_reason"],
             "hours_observed": num(r.get("hours_held")),
+            # a serving workload: its cost per 1M tokens after the change and the latency it keeps
+            **unit_cost_evidence(r.get("_serving"), 1.0, 1.0 - freed),
+            # an inference server: what its memory was sized on
+            **(r["_serving_size"].evidence if r.get("_serving_size") else {}),
         }
+
+    def _with_setting(self, d: Demand, proposed: Schema, evidence: dict[str, Any], device_mib: float) -> None:
+        """An inference server moving to a device of ``device_mib`` (or reserving less of its own):
+        the memory setting that makes its size true goes with the change."""
+        size: ServingSize | None = d.row.get("_serving_size")
+        setting = server_setting(size, device_mib, _device_mib(d.row))
+        if setting is None:
+            return
+        proposed.server_memory = ServerMemory(**setting).to_dict()  # type: ignore[attr-defined]
+        if setting["mode"] == "set":
+            evidence["server_setting"] = f"{setting['flag']}={setting['value']:g}"
+        else:
+            evidence["server_setting"] = (f"{setting['flag']} x {setting['value']:g} (the same bytes on a device of "
+                                          f"{setting['device_mib']:,} MiB)")
 
     def _recommendation(self, kind: str, rid: str, d: Demand, title: str, proposed: Schema, target: dict[str, Any],
                         granted: float, evidence: dict[str, Any], settings: dict[str, Any]) -> Recommendation:
@@ -298,6 +370,11 @@ class ConsolidationRule(Rule):
 
     def _head(self, d: Demand) -> str:
         r = d.row
+        size: ServingSize | None = r.get("_serving_size")
+        if size is not None and size.basis == "kv_cache":
+            return (f"{r['namespace']}/{r['workload']} reserves {mib_to_gb(r.get('fb_max_mib'))} GB but its KV cache "
+                    f"was at most {size.evidence.get('kv_cache_peak_pct')}% used: it needs "
+                    f"{mib_to_gb(size.budget_mib)} GB and {pct(d.compute)}% of a {r.get('gpu_model') or 'GPU'} at peak")
         return (f"{r['namespace']}/{r['workload']} needs at most {mib_to_gb(r.get('fb_max_mib'))} GB and "
                 f"{pct(d.compute)}% of a {r.get('gpu_model') or 'GPU'} at peak")
 
@@ -319,6 +396,7 @@ class ConsolidationRule(Rule):
         title = f"{self._head(d)}: run it on a {prof.profile} MIG slice (a free {prof.profile} instance on {slot.node})"
         proposed = MigProposed(prof.profile, slot.config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"),
                                slot.node, False, [], round(freed, 3))
+        self._with_setting(d, proposed, evidence, prof.usable_mib)
         return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
                                     granted, evidence, settings)
 
@@ -395,6 +473,7 @@ class ConsolidationRule(Rule):
             prof.profile, config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"), rp.node, True, mates,
             round(freed, 3), "mixed", index, layout, [_move(m) for m in rp.evict + extra],
             [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in rp.stop_first])
+        self._with_setting(d, proposed, evidence, prof.usable_mib)
         return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
                                     granted, evidence, settings)
 
@@ -423,6 +502,7 @@ class ConsolidationRule(Rule):
                                            r.get("gpu_model"), host.node, True, mates, round(freed, 3), "single",
                                            None, [], [_move(m) for m in host.evict + extra],
                                            [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in host.stop_first])
+            self._with_setting(d, proposed, evidence, prof.usable_mib)
             return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
                                         granted, evidence, settings)
         mps = choice.mode == "mps"
@@ -438,7 +518,13 @@ class ConsolidationRule(Rule):
                         group_peak_p95_pct=pct(sum(sorted((m.compute for m in choice.members), reverse=True)
                                                    [:choice.replicas])))
         target = SharedGroupTarget(members, "SharedGroup", workload_ref(r)).to_dict()
+        self._with_setting(d, proposed, evidence, memory)
         return self._recommendation(kind, rid, d, title, proposed, target, granted, evidence, settings)
+
+
+def _device_mib(r: dict[str, Any]) -> float:
+    """The memory of the device a workload holds now (a whole GPU of its model)."""
+    return float(MEMORY_MIB.get(r.get("gpu_model") or "", 0) or num(r.get("gpu_memory_mib")))
 
 
 def _gpu_price(n: dict[str, Any]) -> float:

@@ -32,6 +32,7 @@ from typing import Any
 
 from gpuinsight.rules.common import compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits_a_layout
+from gpuinsight.rules.serving import serving_size
 
 # Per-GPU instance classes of mig-parted's `all-balanced` (2 x 1g, 1 x 2g, 1 x 3g on 7-slice GPUs).
 BALANCED = ((3, 4), (2, 2), (1, 1), (1, 1))
@@ -47,7 +48,7 @@ class Demand:
     production: bool
     row: dict[str, Any] = field(default_factory=dict, repr=False)
     gpu_indices: tuple[int, ...] | None = None  # the GPU(s) its pod holds now (DCGM), None: unknown
-    evictable: bool = False       # its pod may be stopped before a repartition (no PDB, not a gang)
+    evictable: bool = False       # its pod may be stopped before a repartition (no PDB, no gang of several)
 
     @property
     def size(self) -> float:
@@ -60,13 +61,19 @@ class Targets:
     compute_target: float
     ts_memory_fill: float
     max_clients: int
+    kv_headroom: float = 0.5          # KV cache kept over its measured peak use (inference servers)
+    min_kv_hours: float = 24.0        # hours of KV-cache readings before sizing on them
+    server_context_mib: float = 1024.0  # the CUDA context a server holds beside the share it reserves
 
 
 def demand_size(row: dict[str, Any], t: Targets) -> tuple[float, float]:
     """What a workload must be given where it shares a GPU: framebuffer (MiB: the observed
-    maximum plus headroom) and compute (its short-window p95 as a share of a GPU). The one
-    place a workload's demand is sized."""
-    return num(row.get("fb_max_mib")) * (1 + t.memory_headroom), compute_peak(row)
+    maximum plus headroom; an inference server what it reserves, or what it needs of it,
+    :func:`~gpuinsight.rules.serving.serving_size`) and compute (its short-window p95 as a
+    share of a GPU). The one place a workload's demand is sized."""
+    sized = serving_size(row, t)
+    mem = sized.mem_mib if sized is not None else num(row.get("fb_max_mib")) * (1 + t.memory_headroom)
+    return mem, compute_peak(row)
 
 
 def slices_needed(d: Demand, t: Targets) -> int:

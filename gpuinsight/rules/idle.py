@@ -34,6 +34,7 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.serving import served_nothing, serving_by_workload
 from gpuinsight.rules.typed import Schema, WorkloadTarget, integer, list_of, optional, schema, spec, text
 
 
@@ -54,7 +55,7 @@ class IdleRule(Rule):
     name = "idle"
     summary = ("Reclaim GPUs held by workloads that are idle nearly all the time (notebooks, forgotten "
                "services); give periodic work a schedule instead.")
-    needs = ("workload_gpu_profile", "analysis_window")
+    needs = ("workload_gpu_profile", "analysis_window", "unit_economics")
     settings = (
         Setting("max_median_activity", 0.01, "Idle when the median GR engine activity is at most this (0..1) ..."),
         Setting("max_active_fraction", 0.10, "... at most this share of samples is active (GR > 5 %) ..."),
@@ -70,12 +71,18 @@ class IdleRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         out: list[Recommendation] = []
+        serving = serving_by_workload(frames, ctx)
         for r in ctx.rows(frames, "workload_gpu_profile"):
             hours = window_hours(frames, r.get("cluster"))
             if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"] or not hours:
                 continue  # unmeasured or too short to judge
             if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
                 continue  # an earlier finding (input-starved) explains its low activity
+            served = serving.get((str(r.get("cluster") or ""), r["namespace"], r["workload"]))
+            if served_nothing(served, settings["min_hours"]):
+                # an inference server that served no token is idle whatever its GPU activity says
+                out.append(self._finding(r, frames, settings, ctx, hours, None, zero_tokens=True))
+                continue
             if num(r.get("gr_p50"), 1.0) > settings["max_median_activity"]:
                 continue  # used most of the time
             if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
@@ -91,7 +98,7 @@ class IdleRule(Rule):
         return out
 
     def _finding(self, r: dict[str, Any], frames: dict[str, pl.DataFrame], settings: dict[str, Any],
-                 ctx: PlanContext, hours: float, run: list[int] | None) -> Recommendation:
+                 ctx: PlanContext, hours: float, run: list[int] | None, zero_tokens: bool = False) -> Recommendation:
         rid = finding_id("idle", cluster_of(r), r["namespace"], r["workload"], None, None)
         share = 1.0 if run is None else 1.0 - len(run) / 24.0
         granted = ctx.claim_workload_hours(rid, r, frames, share)
@@ -100,7 +107,12 @@ class IdleRule(Rule):
         production, why = ctx.is_production(r)
         gpus = round(num(r.get("avg_gpus_held")), 3)
         model = r.get("gpu_model") or "GPU"
-        if run is None:
+        if zero_tokens:
+            title = (f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) and its inference server "
+                     f"served no token in {num(r.get('hours_held')):g} h (GPU activity "
+                     f"{pct(num(r.get('active_fraction')))}% of the time): scale it to zero")
+            proposed = IdleProposed(0, "idle")
+        elif run is None:
             title = (f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) but was active only "
                      f"{pct(num(r.get('active_fraction')))}% of the time with low peaks: scale it to zero")
             proposed = IdleProposed(0, "idle")
@@ -131,6 +143,7 @@ class IdleRule(Rule):
                 "cost_usd_in_window": round(num(r.get("cost_usd")), 2),
                 "window_hours": round(hours, 2),
                 "production": production, "production_reason": why,
+                **({"tokens_served": 0, "idle_basis": "zero tokens"} if zero_tokens else {}),
             },
             target=WorkloadTarget(**workload_ref(r)).to_dict(),
         )

@@ -30,6 +30,10 @@ from .spec import (
     NODES,
     RESTART_MAX_S,
     RESTART_MIN_S,
+    SERVING_MEMORY_NODE_COUNT,
+    SERVING_MEMORY_WORKLOAD_COUNT,
+    SERVING_NODE_COUNT,
+    SERVING_WORKLOAD_COUNT,
     WORKLOADS,
     FleetSpec,
     cell_suffix,
@@ -148,8 +152,12 @@ class _Builder:
         # their own, so the first ones keep the facts they always had
         for rng, nodes, workloads in (
                 (np.random.default_rng([sp.seed, cell]), range(BASE_NODE_COUNT), range(BASE_WORKLOAD_COUNT)),
-                (np.random.default_rng([sp.seed, cell, 14]), range(BASE_NODE_COUNT, len(NODES)),
-                 range(BASE_WORKLOAD_COUNT, len(WORKLOADS)))):
+                (np.random.default_rng([sp.seed, cell, 14]), range(BASE_NODE_COUNT, SERVING_NODE_COUNT),
+                 range(BASE_WORKLOAD_COUNT, SERVING_WORKLOAD_COUNT)),
+                (np.random.default_rng([sp.seed, cell, 24]), range(SERVING_NODE_COUNT, SERVING_MEMORY_NODE_COUNT),
+                 range(SERVING_WORKLOAD_COUNT, SERVING_MEMORY_WORKLOAD_COUNT)),
+                (np.random.default_rng([sp.seed, cell, 243]), range(SERVING_MEMORY_NODE_COUNT, len(NODES)),
+                 range(SERVING_MEMORY_WORKLOAD_COUNT, len(WORKLOADS)))):
             self._add_nodes(cell, rng, nodes, node_rows, gpu_rows)
             for t in workloads:
                 self._add_workload(cell, t, WORKLOADS[t], cell_suffix(cell), rng, node_rows, gpu_rows)

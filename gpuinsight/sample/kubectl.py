@@ -72,6 +72,7 @@ def container_spec(wd: Any, mount: str | None = None) -> dict[str, Any]:
     c: dict[str, Any] = {
         "image": wd.image, "imagePullPolicy": "IfNotPresent", "name": wd.container_name,
         "resources": {"limits": lim, "requests": req},
+        **({"args": list(wd.serving.args)} if getattr(wd, "serving", None) is not None and wd.serving.args else {}),
         "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
     }
     if mount:

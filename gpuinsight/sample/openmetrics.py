@@ -300,6 +300,117 @@ def _write_cadvisor(w: _Writer) -> None:
                          [f"{x:.3f}" for x in values.tolist()], ks)
 
 
+# vLLM's time-to-first-token buckets (vllm/engine/metrics.py)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+SERVING_PORT = 8000
+# dcgm-exporter's default counters publish the energy counter; the EKS group's exporter runs an
+# older counters file without it (its energy comes from the power readings)
+NO_ENERGY_POOLS = frozenset({"gpu-l4-od"})
+
+
+def serving_values(fleet: Fleet, k_all: np.ndarray, gr: np.ndarray, sd: Any) -> dict[str, np.ndarray]:
+    """Per sample of one serving pod (its first GPU's GR activity ``gr``): the tokens, requests and
+    KV-cache use of the interval that starts at the sample, and the median time to first token."""
+    iv = fleet.spec.interval_s
+    tokens = sd.peak_tps * gr * iv
+    prompt = np.floor(tokens * sd.prompt_share)
+    generated = np.floor(tokens) - prompt
+    requests = np.floor(np.floor(tokens) / sd.tokens_per_request)
+    return {"prompt": prompt, "generated": generated, "requests": requests,
+            "ttft_median": sd.ttft_s * (1.0 + 2.0 * gr), "kv": np.round(np.clip(sd.kv_usage * gr, 0.0, 1.0), 4)}
+
+
+def _write_serving(w: _Writer) -> None:
+    """The inference servers' metrics as the Prometheus Operator scrapes them from the pod
+    (``namespace``/``pod``/``container`` target labels): counters that start at the pod's start,
+    the time-to-first-token histogram (each interval's requests spread as an exponential
+    distribution with the interval's median) and the KV-cache gauge."""
+    fleet = w.fleet
+    sp = fleet.spec
+    pods = fleet.pods.to_dicts()
+    first_dev: dict[int, int] = {}
+    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
+        first_dev.setdefault(row, dev)
+    kr0, kr1 = fleet.k_run
+    series: dict[str, list[tuple[str, list[str], np.ndarray]]] = {}
+    for c0, c1 in cell_blocks(fleet, sp.steps, budget=1_000_000):
+        v = cell_values(fleet, c0, c1, 0, sp.steps)
+        for i, p in enumerate(pods):
+            sd = WORKLOADS[p["template"]].serving
+            a, b = int(kr0[i]), int(kr1[i])
+            if sd is None or b <= a or i not in first_dev or not c0 <= p["cell"] < c1:
+                continue
+            gr = v.gr[first_dev[i] - v.d0, a:b]
+            ks = np.arange(a, b)
+            x = serving_values(fleet, ks, gr, sd)
+            base = (f'container="{p["container"]}",endpoint="http",instance="{p["pod_ip"]}:{SERVING_PORT}",'
+                    f'job="{p["namespace"]}/{WORKLOADS[p["template"]].name}",model_name="{sd.model}",'
+                    f'namespace="{p["namespace"]}",pod="{p["name"]}"')
+            for name, key in (("vllm:prompt_tokens_total", "prompt"), ("vllm:generation_tokens_total", "generated"),
+                              ("vllm:request_success_total", "requests")):
+                before = np.cumsum(x[key]) - x[key]  # counted before each sample
+                extra = ',finished_reason="stop"' if key == "requests" else ""
+                series.setdefault(name, []).append((base + extra, [f"{y:.1f}" for y in before.tolist()], ks))
+            cum = np.zeros(len(TTFT_BUCKETS) + 1)
+            rows = []
+            for j in range(len(ks)):
+                rows.append(np.floor(cum))
+                frac = 1.0 - np.exp(-np.log(2.0) * np.array(TTFT_BUCKETS) / x["ttft_median"][j])
+                cum = cum + x["requests"][j] * np.append(frac, 1.0)
+            counts = np.array(rows)
+            for bi, le in enumerate([*map(repr, TTFT_BUCKETS), "+Inf"]):
+                series.setdefault("vllm:time_to_first_token_seconds_bucket", []).append(
+                    (f'{base},le="{le}"', [f"{y:.1f}" for y in counts[:, bi].tolist()], ks))
+            series.setdefault("vllm:kv_cache_usage_perc", []).append((base, [f"{y:g}" for y in x["kv"].tolist()], ks))
+            if sd.server == "vllm":  # vLLM 0.6's CacheConfig as its info gauge labels it
+                info = (f'block_size="16",cache_dtype="auto",cpu_offload_gb="0",{base},enable_prefix_caching="False",'
+                        f'gpu_memory_utilization="{sd.memory_fraction}",is_attention_free="False",num_cpu_blocks="2048",'
+                        f'num_gpu_blocks="{sd.kv_blocks}",num_gpu_blocks_override="None",sliding_window="None",'
+                        f'swap_space_bytes="4294967296"')
+                series.setdefault("vllm:cache_config_info", []).append((info, ["1.0"] * len(ks), ks))
+    helps = {"vllm:prompt_tokens_total": ("vllm:prompt_tokens", "counter", "Number of prefill tokens processed."),
+             "vllm:generation_tokens_total": ("vllm:generation_tokens", "counter",
+                                              "Number of generation tokens processed."),
+             "vllm:request_success_total": ("vllm:request_success", "counter",
+                                            "Count of successfully processed requests."),
+             "vllm:time_to_first_token_seconds_bucket": ("vllm:time_to_first_token_seconds_bucket", "gauge",
+                                                         "Histogram of time to first token in seconds (buckets)."),
+             "vllm:kv_cache_usage_perc": ("vllm:kv_cache_usage_perc", "gauge",
+                                          "KV-cache usage. 1 means 100 percent usage."),
+             "vllm:cache_config_info": ("vllm:cache_config_info", "gauge", "information of cache_config")}
+    for name, members in series.items():
+        family, kind, help_ = helps[name]
+        w.out.write(f"# HELP {family} {help_}\n# TYPE {family} {kind}\n")
+        for labels, values, ks in members:
+            w.series(name, labels, values, ks)
+
+
+def _write_energy(w: _Writer) -> None:
+    """DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since the driver loaded) on every node whose exporter
+    publishes it: each reading adds the interval's power x time, so the counter and the power readings
+    agree; MIG instances repeat their GPU's counter."""
+    fleet = w.fleet
+    steps = fleet.spec.steps
+    iv = fleet.spec.interval_s
+    dev_labels = _device_labels(fleet)
+    nodes = fleet.nodes.to_dicts()
+    node_row = fleet.devices["node_row"].to_list()
+    hash_id = fleet.devices["hash_id"].to_list()
+    w.family("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).")
+    for c0, c1 in cell_blocks(fleet, steps, budget=1_000_000):
+        v = cell_values(fleet, c0, c1, 0, steps)
+        for i in range(v.power.shape[0]):
+            d = v.d0 + i
+            n = nodes[node_row[d]]
+            if n["pool"] in NO_ENERGY_POOLS:
+                continue
+            used = np.cumsum(v.power[i] * iv * 1000.0) - v.power[i] * iv * 1000.0 + (hash_id[d] % 997) * 1e9
+            present = np.flatnonzero(~v.gap[i])
+            scrape = f'instance="{n["exporter_ip"]}:{DCGM_PORT}",job="dcgm-exporter"'
+            w.series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", f"{dev_labels[d]},{scrape}",
+                     [f"{y:.0f}" for y in used[present].tolist()], present)
+
+
 def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None) -> Path:
     """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz)."""
     path = Path(path)
@@ -316,6 +427,8 @@ def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = Non
                     w.const(name, labels, value, 0, fleet.spec.steps)
             _write_pods(w)
             _write_cadvisor(w)
+            _write_energy(w)
+            _write_serving(w)
             out.write("# EOF\n")
         if use_gzip:
             stream.close()

@@ -117,7 +117,6 @@ NODES += (
     *(NodeDef(f"l4-od-{i}", "gpu-l4-od", "eks", "g6.xlarge", "on-demand", "us-east-1b",
               "hostname", True, "535.216.03") for i in range(7, 10)),
 )
-GPUS_PER_CELL = sum(INSTANCE_TYPES[n.instance_type].gpu_count for n in NODES)  # 66
 
 # Karpenter NodePool facts: pool -> (instance type, capacity type, zone, consolidation, after)
 NODE_POOLS: dict[str, tuple[str, str, str, str, str]] = {
@@ -202,6 +201,40 @@ IDLE = Profile(0.0)
 
 
 @dataclass(frozen=True)
+class ServingDef:
+    """What an inference server in the sample publishes (sources/serving.py reads it back).
+
+    Tokens per second follow the GPU's activity: ``peak_tps`` at GR activity 1, a share
+    ``prompt_share`` of them prompt tokens, ``tokens_per_request`` per finished request. Time to
+    first token grows with the load: its median ``ttft_s`` at GR 0 and ``ttft_s x (1 + 2 x GR)``
+    under load. ``args`` are the container's (vLLM: ``--gpu-memory-utilization``). vLLM publishes
+    its cache configuration (``vllm:cache_config_info``): the memory fraction of its args (vLLM's
+    default 0.9 without one) and its KV capacity in blocks of 16 tokens, ``kv_gib`` of KV cache
+    at ``kv_bytes_per_token`` (the model's layers x KV heads x head size x 2 x 2 bytes)."""
+
+    server: str                 # vllm | tgi | triton | sglang
+    model: str
+    peak_tps: float
+    prompt_share: float = 0.6
+    tokens_per_request: float = 600.0
+    ttft_s: float = 0.08
+    kv_usage: float = 0.5       # KV-cache use at GR activity 1 (0..1)
+    args: tuple[str, ...] = ()
+    kv_gib: float = 0.0         # KV cache per GPU the server's log states
+    kv_bytes_per_token: int = 131072  # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 x 2 bytes
+
+    @property
+    def memory_fraction(self) -> str:
+        args = list(self.args)
+        flag = "--gpu-memory-utilization"
+        return args[args.index(flag) + 1] if flag in args[:-1] else "0.9"
+
+    @property
+    def kv_blocks(self) -> int:
+        return int(self.kv_gib * 2**30 // (self.kv_bytes_per_token * 16))
+
+
+@dataclass(frozen=True)
 class WorkloadDef:
     namespace: str
     name: str
@@ -226,6 +259,10 @@ class WorkloadDef:
     scaled_object: bool = False  # KEDA already scales it (scaledobjects.json)
     annotations: dict[str, str] = field(default_factory=dict)  # extra pod and job annotations
     job_policy: str = ""  # "RestartTask": a Volcano Job that restarts an evicted task (else by lifecycle)
+    serving: ServingDef | None = None  # an inference server's metrics (unit economics, issue 24)
+    # a planted mig finding's slice and the share of a GPU the workload pays after it (default: one
+    # 1g.10gb of an H100, 1/7)
+    mig_target: tuple[str, float] = (MIG_PROFILE, 1 / MIG_INSTANCES)
 
     @property
     def production(self) -> bool:
@@ -276,7 +313,9 @@ WORKLOADS: tuple[WorkloadDef, ...] = (
                 (("h100-od-3", (0, 1)), ("h100-od-3", (2, 3))),
                 Profile(0.60, 0.25, 16.0, 0.03, 0.015, 0.33, 0.88, 0.72, 66300, 400, 120, 65200, 67600),
                 image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="16", memory="128Gi", age_days=6.0,
-                pdb={"maxUnavailable": 1}),
+                pdb={"maxUnavailable": 1},
+                serving=ServingDef("vllm", "meta-llama/Llama-3.1-70B-Instruct", 2600.0, 0.55, 700.0, 0.35, 0.7,
+                                   ("--tensor-parallel-size", "2"), kv_gib=26.5, kv_bytes_per_token=163840)),
     WorkloadDef("prod-inference", "recsys-ranker", "Deployment", "inference", (("h100-od-3", (4,)),),
                 Profile(0.06, 0.012, 17.0, 0.015, 0.008, 0.02, 0.115, 0.78, 6000, 250, 60, 5650, 6450),
                 planted="mig", image="registry.example.com/recsys/ranker:3.1.0", container="ranker", cpu="4", memory="24Gi",
@@ -352,6 +391,8 @@ def _serving(ns: str, name: str, node: str, **extra: object) -> WorkloadDef:
     return WorkloadDef(ns, name, "Deployment", "inference", ((node, (0,)),),
                        Profile(0.42, 0.18, 13.0, 0.05, 0.03, 0.2, 0.85, 0.8, 9200, 150, 40, 8900, 9500, **_QUIET_NIGHT),
                        image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="4", memory="16Gi", age_days=20.0,
+                       serving=ServingDef("vllm", "Qwen/Qwen2.5-1.5B-Instruct", 1800.0, 0.7, 500.0, 0.05, 0.3,
+                                          kv_gib=4.1, kv_bytes_per_token=28672),
                        **extra)  # type: ignore[arg-type]
 
 
@@ -384,6 +425,65 @@ WORKLOADS += (
     _serving("prod-assist", "chat-router", "l4-od-8"),
     _serving("ml-demo", "translate-preview", "l4-od-9", scaled_object=True),
 )
+
+# Unit economics (issue 24): a vLLM chat service alone on a one-GPU H100 node. It started with
+# --gpu-memory-utilization 0.40, so its framebuffer holds 40 % of the GPU, and at peak it uses
+# about a quarter of the GPU's compute; a safety classifier, as busy at peak and with less memory,
+# holds a whole H100 on another node. Each needs three compute slices (a peak between 2/7 and 3/7 of
+# the compute target), so one GPU split 3g.40gb + 3g.40gb holds both: each pays half a GPU (its
+# slices over the slices in use), so the chat service's cost per token halves (planted: mig, both). Its nodes and workloads draw from a generator
+# of their own, so everything above keeps its facts.
+SERVING_NODE_COUNT = len(NODES)
+SERVING_WORKLOAD_COUNT = len(WORKLOADS)
+NODES += (
+    NodeDef("h100-od-5", "gpu-h100-single", "karpenter", "p5.4xlarge", "on-demand", "us-east-1a", *_H),
+    NodeDef("h100-od-6", "gpu-h100-single", "karpenter", "p5.4xlarge", "on-demand", "us-east-1a", *_H),
+)
+NODE_POOLS["gpu-h100-single"] = ("p5.4xlarge", "on-demand", "us-east-1a", "WhenEmpty", "30m")
+WORKLOADS += (
+    WorkloadDef("prod-chat", "assistant-8b", "Deployment", "inference", (("h100-od-5", (0,)),),
+                Profile(0.17, 0.05, 15.0, 0.02, 0.015, 0.06, 0.29, 0.8, 33150, 120, 40, 32900, 33450),
+                planted="mig", image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="8", memory="32Gi",
+                age_days=9.0, mig_target=("3g.40gb", 0.5),
+                serving=ServingDef("vllm", "meta-llama/Llama-3.1-8B-Instruct", 5200.0, 0.6, 650.0, 0.06, 0.4,
+                                   ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization",
+                                    "0.40"), kv_gib=12.9)),
+    WorkloadDef("prod-chat", "safety-guard", "Deployment", "inference", (("h100-od-6", (0,)),),
+                Profile(0.24, 0.04, 15.0, 0.02, 0.015, 0.14, 0.33, 0.8, 14200, 150, 40, 13900, 14500),
+                planted="mig", image="registry.example.com/chat/safety-guard:1.4.0", container="guard", cpu="4",
+                memory="16Gi", age_days=9.0, mig_target=("3g.40gb", 0.5)),
+)
+
+# Reserved memory is not used memory (issue 24): a lightly used vLLM FAQ bot on a one-GPU H100 node
+# runs with vLLM's default --gpu-memory-utilization (0.9), so DCGM shows the GPU nearly full
+# (about 72 GB) while its KV cache (53.75 GiB, as its log states and its pod annotation
+# gpuinsight.io/kv-cache-bytes says) is at most about 5 % used; an embedding service (12 GB: more
+# than the free 1g.10gb instances of h100-mig-1 hold) holds a whole H100 on another node. Sized on
+# its framebuffer the bot fits no slice; sized on its weights and the KV cache it used at peak
+# (x 1.5) it needs about 24 GB: one GPU split 3g.40gb + 1g.20gb holds both (each pays its compute
+# slices over the four in use), the bot's server started with --gpu-memory-utilization set for its
+# 40 GB slice (planted: mig, both; the setting in the ground truth). Drawn from a generator of their own.
+SERVING_MEMORY_NODE_COUNT = len(NODES)
+SERVING_MEMORY_WORKLOAD_COUNT = len(WORKLOADS)
+NODES += (
+    NodeDef("h100-od-7", "gpu-h100-support", "karpenter", "p5.4xlarge", "on-demand", "us-east-1a", *_H),
+    NodeDef("h100-od-8", "gpu-h100-support", "karpenter", "p5.4xlarge", "on-demand", "us-east-1a", *_H),
+)
+NODE_POOLS["gpu-h100-support"] = ("p5.4xlarge", "on-demand", "us-east-1a", "WhenEmpty", "30m")
+KV_ANNOTATION = "gpuinsight.io/kv-cache-bytes"
+WORKLOADS += (
+    WorkloadDef("prod-support", "faq-bot", "Deployment", "inference", (("h100-od-7", (0,)),),
+                Profile(0.08, 0.04, 15.0, 0.015, 0.01, 0.02, 0.18, 0.8, 73900, 15, 5, 73860, 73940),
+                planted="mig", image="vllm/vllm-openai:v0.6.3", container="vllm", cpu="8", memory="32Gi",
+                age_days=12.0, mig_target=("3g.40gb", 3 / 4), annotations={KV_ANNOTATION: "53.75Gi"},
+                serving=ServingDef("vllm", "meta-llama/Llama-3.1-8B-Instruct", 4000.0, 0.7, 450.0, 0.05, 0.3,
+                                   ("--model", "meta-llama/Llama-3.1-8B-Instruct"), kv_gib=53.75)),
+    WorkloadDef("prod-support", "ticket-embedder", "Deployment", "inference", (("h100-od-8", (0,)),),
+                Profile(0.05, 0.02, 15.0, 0.01, 0.01, 0.01, 0.09, 0.8, 11800, 40, 20, 11700, 11900),
+                planted="mig", image="registry.example.com/support/embedder:2.0.1", container="embedder", cpu="4",
+                memory="8Gi", age_days=12.0, mig_target=("1g.20gb", 1 / 4)),
+)
+GPUS_PER_CELL = sum(INSTANCE_TYPES[n.instance_type].gpu_count for n in NODES)
 
 # Restart cadence of `restart` workloads and the nightly window (UTC hours) of `nightly` ones.
 RESTART_MIN_S, RESTART_MAX_S = 35 * 60, 50 * 60

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .spec import (
     GAP_NODE,
     GAP_START_H,
     INSTANCE_TYPES,
+    KV_ANNOTATION,
     MIG_INSTANCES,
     MIG_PROFILE,
     MIG_RESOURCE,
@@ -231,6 +233,59 @@ def checkpointed_spot(wd: Any, gpus: int, gpu_price: float) -> dict[str, Any]:
                       "spot-tolerant")}
 
 
+def unit_economics(fleet: Fleet, by_node: dict[str, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per serving workload row: the tokens its counters count (an interval's tokens need the sample
+    at its end, so the last sample's interval is not counted) and what a million cost on the GPUs it
+    held for the whole window."""
+    from .openmetrics import serving_values
+
+    sp = fleet.spec
+    pods = fleet.pods.to_dicts()
+    first_dev: dict[int, int] = {}
+    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
+        first_dev.setdefault(row, dev)
+    kr0, kr1 = fleet.k_run
+    acc: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for c0, c1 in cell_blocks(fleet, sp.steps):
+        v = cell_values(fleet, c0, c1, 0, sp.steps)
+        for i, p in enumerate(pods):
+            sd = WORKLOADS[p["template"]].serving
+            a, b = int(kr0[i]), int(kr1[i])
+            if sd is None or b - a < 2 or i not in first_dev or not c0 <= p["cell"] < c1:
+                continue
+            x = serving_values(fleet, np.arange(a, b), v.gr[first_dev[i] - v.d0, a:b], sd)
+            a_ = acc[p["workload"]]
+            a_["prompt_tokens"] += float(x["prompt"][:-1].sum())
+            a_["generation_tokens"] += float(x["generated"][:-1].sum())
+            a_["kv_cache_peak"] = max(a_["kv_cache_peak"], float(x["kv"].max()))
+    alloc = _allocations(fleet)
+    wls = fleet.workloads.to_dicts()
+    out = {}
+    for wl, a_ in acc.items():
+        wd = WORKLOADS[wls[wl]["template"]]
+        price = by_node[wd.pods[0][0] + cell_suffix(wls[wl]["cell"])]["gpu_hourly_usd"]
+        cost = alloc[wl]["gpu_hours"] * price
+        tokens = a_["prompt_tokens"] + a_["generation_tokens"]
+        out[wl] = {"model_name": wd.serving.model, "server": wd.serving.server,
+                   "prompt_tokens": a_["prompt_tokens"], "generation_tokens": a_["generation_tokens"],
+                   "kv_cache_peak": a_["kv_cache_peak"],
+                   "cost_usd": _r(cost, 4), "usd_per_1m_tokens": _r(cost / tokens * 1e6, 4) if tokens else None}
+    return out
+
+
+def kv_sized_setting(fb_max_mib: float, kv_peak: float, kv_mib: float, profile: str) -> dict[str, Any]:
+    """The memory setting of a vLLM server sized on the KV cache it used (docs/rules.md, "Serving
+    memory", with the documented defaults): it needs its reservation less the KV cache it did not
+    use at peak x 1.5, plus 10 % headroom; on a slice of `profile` (its memory x 998 MiB per GB, as
+    DCGM reports an instance) --gpu-memory-utilization asks that share of the slice."""
+    memory_gb = float(profile.split("g.", 1)[1].removesuffix("gb"))
+    kept = min(1.0, kv_peak * 1.5)
+    reservation = (fb_max_mib - (1 - kept) * kv_mib) * 1.1
+    return {"flag": "--gpu-memory-utilization", "basis": "kv_cache", "kv_cache_peak": kv_peak,
+            "reservation_mib": _r(reservation, 1),
+            "value": math.ceil(reservation / (memory_gb * 998.0) * 1000) / 1000}
+
+
 def ground_truth(fleet: Fleet) -> dict[str, Any]:
     sp = fleet.spec
     prices = node_prices(fleet)
@@ -240,6 +295,7 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
     wls = fleet.workloads.to_dicts()
     workloads, findings, clean = [], [], []
     hourly = _hourly_activity(fleet)
+    economics = unit_economics(fleet, by_node)
     planted_names = {(wl["namespace"], _finding_workload(wl)) for wl in wls if WORKLOADS[wl["template"]].planted}
     queue_hours: dict[str, float] = defaultdict(float)
     groups: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -269,6 +325,8 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
         }
         if wd.ray_group:
             entry["ray_group"] = wd.ray_group
+        if i in economics:
+            entry["unit_economics"] = economics[i]
         workloads.append(entry)
         if wd.planted is None:
             if (wl["namespace"], _finding_workload(wl)) not in planted_names:  # a Ray cluster is one workload
@@ -279,9 +337,18 @@ def ground_truth(fleet: Fleet) -> dict[str, Any]:
         f = {"rule": wd.planted, "namespace": wl["namespace"], "workload": wl["name"], "node": nodes[0],
              "queue": wl["queue"] or None, "cell": wl["cell"]}
         if wd.planted == "mig":
-            f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - 1 / MIG_INSTANCES), 2),
-                     proposed={"mig_profile": MIG_PROFILE},
-                     basis=f"{gpus} whole GPU -> one {MIG_PROFILE} slice (1/7 of the GPU)")
+            profile, share = wd.mig_target
+            f.update(monthly_savings_usd=_r(gpus * gpu_price * (1 - share), 2),
+                     proposed={"mig_profile": profile},
+                     basis=f"{gpus} whole GPU -> one {profile} slice, paying {share:.3g} of a GPU")
+            if i in economics:
+                e = economics[i]
+                f["unit_economics"] = {"usd_per_1m_tokens": e["usd_per_1m_tokens"],
+                                       "usd_per_1m_tokens_after": _r(e["usd_per_1m_tokens"] * share, 4),
+                                       "share_of_gpu_after": share}
+            if i in economics and KV_ANNOTATION in wd.annotations:
+                f["server_memory"] = kv_sized_setting(observed[i]["fb_used_max_mib"], economics[i]["kv_cache_peak"],
+                                                      wd.serving.kv_gib * 1024, profile)
         elif wd.planted == "idle":
             f.update(monthly_savings_usd=_r(gpus * gpu_price, 2), basis=f"reclaim {gpus} idle GPU")
         elif wd.planted == "binpack":

@@ -440,7 +440,8 @@ def _groups(series: pl.DataFrame) -> dict[str, pl.Series]:
     """The ids of the series each transform reads (a series may be in several groups)."""
     metric = pl.col("metric")
     names = series.get_column("metric").unique().to_list()
-    dcgm = [n for n in names if is_dcgm_like(n) or sample_column(n) is not None]
+    dcgm = [n for n in names if is_dcgm_like(n) or sample_column(n) is not None]  # what dcgm_samples counts
+    mapped = [n for n in names if sample_column(n) is not None]  # ... and makes rows of
     kube = metric.str.starts_with("kube_")
     where = {
         "checked": metric.is_in(CHECKED_SERIES),
@@ -449,6 +450,6 @@ def _groups(series: pl.DataFrame) -> dict[str, pl.Series]:
         "dcgm": metric.is_in(dcgm),
         "pods": metric.str.starts_with("kube_pod_") | metric.is_in(POD_OWNER_SERIES),
         "nodes": metric.str.starts_with("kube_node_"),
-        "rest": ~metric.is_in(dcgm) & ~kube,
+        "rest": ~metric.is_in(mapped) & ~kube,  # cAdvisor, Kueue, HAMi, serving, DCGM energy
     }
     return {group: series.filter(pred).get_column(SID) for group, pred in where.items()}

@@ -32,6 +32,7 @@ import polars as pl
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.sources import energy, serving
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.dcgm import BY_SPELLING
 from gpuinsight.sources.gpu_nodes import NodeDirectory
@@ -115,6 +116,7 @@ class PrometheusSource:
         # resume from their own point
         self.scope = self.client.where + (promql.selector(None, self.matchers) if self.matchers else "")
         self.generation_notes: list[str] = []
+        self.serving_names: list[str] = []
         self.refiner: Refiner | None = None
         self.refused: list[str] = []  # windows of chunks left out for a partial answer
         self.plan_notes: list[str] = []
@@ -177,6 +179,7 @@ class PrometheusSource:
         keep = promql.DCGM_LABELS | set(self.cfg.node_labels)
         pod_key = generations.pod_key
         self.refiner = None if raw else Refiner(self.client, self.matchers, generations.resolution_s, step, keep)
+        extra = self._serving_and_energy(t0 - step, t1, step, generations.resolution_s)
         chunks = []
         # Evaluating 1 ms before each grid point makes the window [t - step, t) in effect, under
         # both the closed range selectors of Prometheus 2.x and the left-open ones of 3.x: a
@@ -191,11 +194,39 @@ class PrometheusSource:
                                                  self.matchers))
             qs += [Query(e, m, b - EPS_S, b - EPS_S, step, shift)
                    for e, m in promql.ksm_chunk_exprs(b - a + step, self.matchers, pod_key)]
+            # counters and histograms are read one scrape interval late (their increase over the step
+            # needs the sample at its end), gauges like the DCGM fields
+            late = generations.resolution_s
+            qs += [Query(e, m, a - EPS_S + (late if is_late else 0), b - EPS_S + (late if is_late else 0), step,
+                         shift + (late if is_late else 0), keep=keep_labels) for e, m, is_late, keep_labels in extra]
             chunks.append(qs)
-        self.last_plan = {"dcgm_metrics": names, "gpu_series": n_series, "steps_per_chunk": steps,
+        self.last_plan = {"dcgm_metrics": names, "serving_metrics": self.serving_names, "gpu_series": n_series,
+                          "steps_per_chunk": steps,
                           "chunks": len(chunks), "shards": len(shards), "queries": sum(len(c) for c in chunks),
                           **generations.details()}
         return chunks
+
+    def _serving_and_energy(self, start: int, end: int, step: int, resolution_s: int,
+                            ) -> list[tuple[str, str, bool, frozenset[str]]]:
+        """(expr, metric, evaluated late, labels kept) for the inference servers' metrics and the
+        DCGM energy counter present in the window (sources/serving.py, sources/energy.py)."""
+        wanted = sorted(serving.SERIES_NAMES | {energy.COUNTER, serving.CONFIG_INFO})
+        present, warnings = self.client.metric_names(wanted, start, end, self.matchers)
+        self._planning_answer("which inference-server metrics exist", warnings)
+        self.serving_names = [n for n in present if n != energy.COUNTER]
+        out: list[tuple[str, str, bool, frozenset[str]]] = []
+        for name in self.serving_names:
+            if name == serving.CONFIG_INFO:
+                e, metric = serving.config_expr(step, self.matchers)
+                out.append((e, metric, False, serving.KEEP_LABELS | frozenset(serving.CONFIG_LABELS)))
+                continue
+            for m in serving.BY_NAME[name]:
+                out += [(e, metric, late, serving.KEEP_LABELS)
+                        for e, metric, late in serving.serving_exprs(m, step, resolution_s, self.matchers)]
+        if energy.COUNTER in present:
+            e, metric = energy.energy_expr(step, resolution_s, self.matchers)
+            out.append((e, metric, True, energy.KEEP_LABELS))
+        return out
 
     def _count_gpu_series(self, names: list[str], start: int, end: int) -> tuple[int, bool]:
         """GPU entities (GPU or MIG instance) in the window, and whether any uses ``uuid``."""
@@ -254,7 +285,8 @@ class PrometheusSource:
                 "(--allow-partial loads partial data instead)")
         if not self.last_plan["dcgm_metrics"]:
             report.notes.append("no dcgm-exporter series in the window (is dcgm-exporter scraped by this server?)")
-        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes")):
+        if not self.refused and not any(report.rows.get(t) for t in ("gpu_samples", "pods", "nodes", "serving_samples",
+                                                                      "serving_config")):
             where = " matching " + ",".join(f"{k}={v!r}" for k, _, v in self.matchers) if self.matchers else ""
             set_state(wh, SOURCE, self.scope, status="failed", details={**details, "error": "nothing mapped"})
             raise BadInput(f"{self.scope}: no dcgm-exporter or kube-state-metrics series gpuinsight reads in the "

@@ -45,6 +45,9 @@ from gpuinsight.sources.dcgm import (
     power_ceiling,
     reading_class,
 )
+from gpuinsight.sources.energy import KEY as ENERGY_KEY
+from gpuinsight.sources.energy import SPELLINGS as ENERGY_SPELLINGS
+from gpuinsight.sources.energy import gpu_energy_samples
 from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory, resolve_nodes
 from gpuinsight.sources.hami_metrics import METRICS as HAMI_METRICS
 from gpuinsight.sources.hami_metrics import hami_samples
@@ -55,6 +58,9 @@ from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
 from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.store import merge_spans, set_state
+from gpuinsight.sources.serving import CONFIG_KEY as SERVING_CONFIG_KEY
+from gpuinsight.sources.serving import KEY as SERVING_KEY
+from gpuinsight.sources.serving import is_serving, serving_config, serving_samples
 from gpuinsight.warehouse.db import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
 
@@ -124,6 +130,8 @@ class TransformStats:
     matched: set[str] = field(default_factory=set)
     ksm_notes: dict[str, str] = field(default_factory=dict)  # what kube-state-metrics could not say, by topic
     cpu_dropped: dict[str, int] = field(default_factory=dict)  # cAdvisor readings that are not CPU use
+    serving_notes: dict[str, int] = field(default_factory=dict)  # serving series skipped or readings dropped
+    energy_dropped: dict[str, int] = field(default_factory=dict)  # energy counter resets and glitches
     origin: str | None = None   # the file the series came from, for locations in notes
 
     def notes(self) -> list[str]:
@@ -132,6 +140,13 @@ class TransformStats:
             out.append("cAdvisor container CPU: dropped " + ", ".join(
                 f"{n:,} {what}" for what, n in sorted(self.cpu_dropped.items()) if n)
                 + " (negative, not finite or above any machine's cores; a reset restarts the count)")
+        if any(self.serving_notes.values()):
+            out.append("serving metrics: " + ", ".join(f"{n:,} {what}" for what, n in sorted(self.serving_notes.items())
+                                                       if n))
+        if any(self.energy_dropped.values()):
+            out.append("DCGM energy counter: " + ", ".join(f"{n:,} {what}" for what, n in
+                                                          sorted(self.energy_dropped.items()) if n)
+                       + " (a step above the GPU's power ceiling is dropped; a reset restarts the count)")
         if self.unidentified_series:
             where = f"{self.origin}:" if self.origin else ""
             example = (self.unidentified_example or "").replace("line ", where, 1) if where else \
@@ -190,7 +205,7 @@ def dcgm_identified(series: pl.DataFrame, stats: TransformStats, nodes: NodeDire
     stats.dcgm_like |= {base_name(n) for n in names if is_dcgm_like(n) and DROPPED_SUFFIX not in n}
     col = pl.col("metric").replace_strict(_METRIC_TO_COLUMN, default=None, return_dtype=pl.Utf8)
     s = series.with_columns(col.alias("_col")).filter(pl.col("_col").is_not_null())
-    stats.mapped |= {base_name(n) for n in names if n in _METRIC_TO_COLUMN}
+    stats.mapped |= {base_name(n) for n in names if n in _METRIC_TO_COLUMN or n in ENERGY_SPELLINGS}
     _count_series(series, s, stats)
     if s.height:
         s = _drop_unidentified(s, stats)
@@ -377,8 +392,8 @@ def check_maps_something(series: pl.DataFrame, where: str) -> None:
                        f"{' ...' if len(dcgm_like) > 6 else ''}) but none gpuinsight reads; it maps {supported} "
                        "and their lower-case and dcgm-exporter 1.x names")
     if not mapped and not any(n.startswith(("kube_pod_", "kube_node_")) or n in KUEUE_METRICS or n in HAMI_METRICS
-                              for n in names):
-        raise BadInput(f"{where}: no dcgm-exporter or kube-state-metrics series gpuinsight reads "
+                              or is_serving(n) for n in names):
+        raise BadInput(f"{where}: no dcgm-exporter, kube-state-metrics or inference-server series gpuinsight reads "
                        f"({len(names)} metric name(s) seen)")
 
 
@@ -548,6 +563,9 @@ def _load_one(
         pods, nodes = batch.pods, batch.nodes
     nodes = fill_node_models(nodes, gpus)
     cpu = pod_cpu_samples(batch.series, cluster, batch.step_s, stats.cpu_dropped)
+    serving = serving_samples(batch.series, cluster, batch.step_s, stats.serving_notes)
+    server_config = serving_config(batch.series, cluster)
+    energy = gpu_energy_samples(batch.series, cluster, batch.step_s, stats.energy_dropped)
     kueue = kueue_quota_samples(batch.series, cluster, batch.step_s)
     seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
@@ -560,6 +578,12 @@ def _load_one(
         rows["nodes"] = merge_spans(wh, con, "nodes", nodes, ["cluster", "node"])
         if cpu.height:
             rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
+        if serving.height:
+            rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
+        if server_config.height:
+            rows["serving_config"] = merge_spans(wh, con, "serving_config", server_config, SERVING_CONFIG_KEY)
+        if energy.height:
+            rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
         if kueue.height:
             rows["kueue_quota_samples"] = wh.merge("kueue_quota_samples", kueue, KUEUE_KEY, con=con)
         if ts_all.len():

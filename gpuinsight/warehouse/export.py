@@ -34,6 +34,8 @@ TABLES: dict[str, str | None] = {
     "gpu_samples": "ts",
     "gpu_hourly": "hour",
     "pod_cpu_samples": "ts",
+    "serving_samples": "ts",
+    "gpu_energy_samples": "ts",
     "pods": "created",
     "events": "first_ts",
     "nodes": None,
@@ -57,6 +59,8 @@ TABLES: dict[str, str | None] = {
     "k8s_snapshots": None,
     "clusters": None,
     "prices": None,
+    "serving_config": None,
+    "energy_rates": None,
     "recommendations": None,
     "applied_actions": None,
 }

@@ -36,11 +36,12 @@ if TYPE_CHECKING:
     from gpuinsight.warehouse.db import Warehouse
 
 # What a rebuild from scratch (``demo`` on an existing warehouse) keeps: the schema's bookkeeping
-# and reference data, and the records of what was done to clusters and reviewed: applied actions
+# and reference data (the energy rates with them), and the records of what was done to clusters and reviewed: applied actions
 # (what ``rollback`` needs to undo a change), reviewed plans (what ``--apply`` checks a plan file
 # against) and stored plans. Every other table is fleet data.
 KEPT_BY_REBUILD: frozenset[str] = frozenset({
     "schema_version", "model_state", "mig_profiles", "mig_layouts",
+    "energy_rates",  # reference data the user may have set (what a kWh costs and emits per region)
     "applied_actions", "reviewed_plans", "recommendations",
 })
 

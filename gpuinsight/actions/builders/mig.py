@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
+from gpuinsight.actions.builders import server_memory
 from gpuinsight.actions.builders.common import (
     TEMPLATES,
     fail,
@@ -40,6 +41,7 @@ from gpuinsight.actions.builders.common import (
     patchable,
     readable,
     selector_ops,
+    unobserved,
     unpatchable,
     workload_ref,
 )
@@ -189,9 +191,14 @@ def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource
     what = (f"each {GPU} -> one {resource} (requests and limits)" if resource
             else f"keeps {GPU} (mig.strategy single)")
     change = f"{what}, nodeSelector {MIG_LABEL}={layout}"
+    setting = server_memory.setting_of(rec)
+    settings_done: list[str] = []
 
     def spec_ops(spec_ptr: str, spec: dict[str, Any] | None) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = []
+        if setting is not None and spec is not None:  # the server's memory setting moves with it
+            ops, done = server_memory.spec_ops(rec, spec_ptr, spec)
+            settings_done.extend(done)
         if resource is not None:
             if spec is None:
                 ops += _swap(spec_ptr + "/containers/0", None, {"limits": 1, "requests": 1}, resource, None)
@@ -203,14 +210,18 @@ def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource
         return ops + selector_ops(spec_ptr, spec or {}, {MIG_LABEL: layout})
 
     if ref.kind == "VolcanoJob":
-        action = manifest_patch(state, ref, change, spec_ops, ("containers", "nodeSelector"))
+        action = manifest_patch(state, ref, lambda: change + _settings_text(settings_done), spec_ops,
+                                ("containers", "nodeSelector"))
         ops = action.get("patch") or []
     else:
         tmpl = TEMPLATES[ref.kind]
         obj = state.get(ref)
         live = obj is not None and state.is_known(ref, "/spec")
+        if setting is not None and not live:
+            # the resource and the server's memory setting change together or not at all
+            return unobserved(ref, f"{change}, and its server's {server_memory.describe(setting)}")
         ops = spec_ops(tmpl, get(obj, tmpl) if live else None)
-        text = f"{ref.key}: {change}"
+        text = f"{ref.key}: {change}{_settings_text(settings_done)}"
         if not live:
             text += "; workload spec not observed: the patch edits container 0 and fails if it asks for no GPU"
         action = model.k8s_patch(ref, ops, "workload", text, state.observe(ref, [tmpl + "/containers",
@@ -218,6 +229,10 @@ def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource
     if action["type"] != "note" and resource is not None and not any(op["op"] == "remove" for op in ops):
         raise fail(rec, "target", f"{ref.key}: no container asks for {GPU}; nothing to move to {resource}")
     return action
+
+
+def _settings_text(done: list[str]) -> str:
+    return f"; server memory setting {', '.join(done)}" if done else ""
 
 
 def _swap(cptr: str, name: str | None, sections: dict[str, Any], resource: str,

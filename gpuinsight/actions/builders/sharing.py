@@ -24,8 +24,20 @@ from typing import Any
 import yaml
 
 from gpuinsight.actions import model
-from gpuinsight.actions.builders.common import fail, host_steps, pin_workload, readable, workload_ref
-from gpuinsight.actions.patching import pointer
+from gpuinsight.actions.builders import server_memory
+from gpuinsight.actions.builders.common import (
+    TEMPLATES,
+    fail,
+    host_steps,
+    manifest_patch,
+    patchable,
+    pin_workload,
+    readable,
+    unobserved,
+    unpatchable,
+    workload_ref,
+)
+from gpuinsight.actions.patching import get, pointer
 from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.state import ClusterState
 from gpuinsight.rules.base import Recommendation
@@ -121,4 +133,27 @@ def build(rec: Recommendation, state: ClusterState) -> list[dict[str, Any]]:
         actions.append(pin_workload(state, ref, {CONFIG_LABEL: name}, None,
                                     f"share the GPUs of the node labelled {CONFIG_LABEL}={name} ({node}; "
                                     f"{sharing}, group of {len(group)})"))
+        if rec.target.get("member") and server_memory.setting_of(rec) is not None:
+            actions.append(_server_setting(rec, state, ref))
     return actions
+
+
+def _server_setting(rec: Recommendation, state: ClusterState, ref: Ref) -> dict[str, Any]:
+    """The member's inference-server memory setting (it reserves less of the shared GPU)."""
+    setting = server_memory.setting_of(rec)
+    assert setting is not None
+    change = f"its server's {server_memory.describe(setting)} (the share of the shared GPU it reserves)"
+    if not patchable(ref):
+        return unpatchable(ref, change)
+    if ref.kind == "VolcanoJob":
+        return manifest_patch(state, ref, change, lambda ptr, spec: server_memory.spec_ops(rec, ptr, spec)[0],
+                              ("containers",))
+    tmpl = TEMPLATES[ref.kind]
+    obj = state.get(ref)
+    if obj is None or not state.is_known(ref, "/spec"):
+        return unobserved(ref, change)
+    ops, done = server_memory.spec_ops(rec, tmpl, get(obj, tmpl) or {})
+    if not ops:
+        return model.note(f"{ref.key}: {change}: nothing to change", ref.key)
+    return model.k8s_patch(ref, ops, "workload", f"{ref.key}: server memory setting {', '.join(done)}",
+                           state.observe(ref, [tmpl + "/containers"]))

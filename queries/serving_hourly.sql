@@ -1,0 +1,87 @@
+-- name: serving_hourly
+-- grain: one row per cluster, clock hour, namespace, workload, model name and server an inference server reported
+-- materialize: table
+-- depends: allocation_hourly, waste_hourly
+-- description: tokens, requests and latency of each serving workload per hour, beside what the
+--   GPUs it held cost that hour and how busy they were. Tokens count only from pods that held GPUs
+--   that hour (allocation_hourly); a pod-hour that held none keeps its tokens with held_gpu false
+--   and no cost. The workload-hour's cost is its share of the GPUs it held (waste_hourly: every
+--   bucket but unallocated, shares scaled on oversubscribed nodes, so a GPU's dollars are counted
+--   once), split over the models it served by their share of the hour's tokens (equal parts when
+--   it served none). Latency is the largest per-step p95 of its pods (a conservative bound: the
+--   p95 of pooled requests is never above the largest pod's).
+WITH s AS (
+    SELECT cluster, date_trunc('hour', ts) AS hour, namespace, pod, model_name, server,
+           sum(prompt_tokens) AS prompt_tokens, sum(generation_tokens) AS generation_tokens,
+           sum(requests) AS requests, max(ttft_p95_s) AS ttft_p95_s, max(itl_p95_s) AS itl_p95_s,
+           max(kv_cache_usage_max) AS kv_cache_usage_max,
+           sum(kv_cache_usage * step_s) / nullif(sum(step_s) FILTER (WHERE kv_cache_usage IS NOT NULL), 0)
+               AS kv_cache_usage_avg,
+           sum(step_s) AS reported_s
+    FROM serving_samples
+    GROUP BY ALL
+),
+held AS (
+    -- the pod-hours that held GPUs, and the workload each pod belongs to
+    SELECT cluster, hour, namespace, pod, arg_max(workload_kind, covered_s) AS workload_kind,
+           arg_max(workload, covered_s) AS workload, arg_max(queue, covered_s) AS queue, arg_max(team, covered_s) AS team
+    FROM allocation_hourly
+    GROUP BY cluster, hour, namespace, pod
+),
+activity AS (
+    SELECT cluster, hour, namespace, workload_kind, workload,
+           sum(gr_active_avg * gpu_hours) / nullif(sum(gpu_hours) FILTER (WHERE gr_active_avg IS NOT NULL), 0)
+               AS gr_active_avg
+    FROM allocation_hourly
+    GROUP BY ALL
+),
+cost AS (
+    SELECT cluster, hour, namespace, workload_kind, workload,
+           sum(usd) AS usd, sum(gpu_hours) AS gpu_hours, bool_or(price_missing) AS price_missing
+    FROM waste_hourly
+    WHERE bucket <> 'unallocated'
+    GROUP BY ALL
+),
+attributed AS (
+    SELECT s.cluster, s.hour, s.namespace, h.workload_kind, h.workload, h.queue, h.team, s.model_name, s.server,
+           sum(s.prompt_tokens) AS prompt_tokens, sum(s.generation_tokens) AS generation_tokens,
+           sum(s.requests) AS requests, max(s.ttft_p95_s) AS ttft_p95_s, max(s.itl_p95_s) AS itl_p95_s,
+           max(s.kv_cache_usage_max) AS kv_cache_usage_max, avg(s.kv_cache_usage_avg) AS kv_cache_usage_avg,
+           count(DISTINCT s.pod) AS pods
+    FROM s
+    JOIN held h ON h.cluster = s.cluster AND h.hour = s.hour AND h.namespace = s.namespace AND h.pod = s.pod
+    GROUP BY ALL
+),
+shares AS (
+    SELECT a.*,
+           coalesce(a.prompt_tokens, 0) + coalesce(a.generation_tokens, 0) AS tokens,
+           CASE WHEN sum(coalesce(a.prompt_tokens, 0) + coalesce(a.generation_tokens, 0))
+                         OVER (PARTITION BY a.cluster, a.hour, a.namespace, a.workload_kind, a.workload) > 0
+                THEN (coalesce(a.prompt_tokens, 0) + coalesce(a.generation_tokens, 0))
+                     / sum(coalesce(a.prompt_tokens, 0) + coalesce(a.generation_tokens, 0))
+                       OVER (PARTITION BY a.cluster, a.hour, a.namespace, a.workload_kind, a.workload)
+                ELSE 1.0 / count(*) OVER (PARTITION BY a.cluster, a.hour, a.namespace, a.workload_kind, a.workload)
+           END AS cost_share
+    FROM attributed a
+)
+SELECT sh.cluster, sh.hour, sh.namespace, sh.workload_kind, sh.workload, sh.queue, sh.team, sh.model_name,
+       sh.server, true AS held_gpu, sh.pods,
+       sh.prompt_tokens, sh.generation_tokens, sh.tokens, sh.requests,
+       sh.ttft_p95_s, sh.itl_p95_s, sh.kv_cache_usage_avg, sh.kv_cache_usage_max,
+       c.gpu_hours * sh.cost_share AS gpu_hours,
+       c.usd * sh.cost_share AS cost_usd,
+       coalesce(c.price_missing, true) AS price_missing,
+       act.gr_active_avg
+FROM shares sh
+LEFT JOIN cost c ON c.cluster = sh.cluster AND c.hour = sh.hour AND c.namespace = sh.namespace
+    AND c.workload_kind = sh.workload_kind AND c.workload = sh.workload
+LEFT JOIN activity act ON act.cluster = sh.cluster AND act.hour = sh.hour AND act.namespace = sh.namespace
+    AND act.workload_kind = sh.workload_kind AND act.workload = sh.workload
+UNION ALL
+-- tokens from pods that held no GPU that hour: kept, never priced
+SELECT s.cluster, s.hour, s.namespace, 'Pod', s.pod, NULL, NULL, s.model_name, s.server, false, 1,
+       s.prompt_tokens, s.generation_tokens, coalesce(s.prompt_tokens, 0) + coalesce(s.generation_tokens, 0),
+       s.requests, s.ttft_p95_s, s.itl_p95_s, s.kv_cache_usage_avg, s.kv_cache_usage_max,
+       0.0, NULL, true, NULL
+FROM s
+ANTI JOIN held h ON h.cluster = s.cluster AND h.hour = s.hour AND h.namespace = s.namespace AND h.pod = s.pod
