@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
-from gpuinsight.sources.prom.frames import first_label, lab, rows_where
+from gpuinsight.sources.prom.frames import first_label, lab
 
 DEFAULT_NODE_LABELS: tuple[str, ...] = ("node", "kubernetes_node", "nodename", "Hostname", "hostname")
 HOSTNAME_LABELS = frozenset({"Hostname", "hostname"})
@@ -68,10 +68,10 @@ class NodeDirectory:
         """Add the nodes and pod placements kube-state-metrics series say (newest wins)."""
         d = self
         metric = pl.col("metric")
-        nodes = rows_where(series, metric.str.starts_with("kube_node_"))
+        nodes = series.filter(metric.str.starts_with("kube_node_"))
         if nodes.height:
             d.known.update(nodes.select(first_label(nodes, "exported_node", "node")).to_series().drop_nulls().to_list())
-        info = rows_where(series, metric.is_in(["kube_pod_info", EXPORTER_POD_INFO]))
+        info = series.filter(metric.is_in(["kube_pod_info", EXPORTER_POD_INFO]))
         if info.height:
             rows = info.select(
                 first_label(info, "exported_namespace", "namespace").alias("ns"),

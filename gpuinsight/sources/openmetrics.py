@@ -62,7 +62,7 @@ CONTRACTS = (
 )
 DEFAULT_STEP_S = 30  # dcgm-exporter's default collect interval, for files with one sample per series
 # Text parsed at a time: the parser's memory follows this, not the file's size (docs/performance.md).
-CHUNK_BYTES = 2 << 20
+CHUNK_BYTES = 1 << 20
 SOURCE = "openmetrics"
 # DCGM samples transformed at a time (GPU by GPU): bounds that step's memory (docs/performance.md).
 DCGM_POINTS_PER_PART = 100_000
@@ -389,6 +389,7 @@ def load_openmetrics(
     check_maps_something(expo.series, where)
     step = int(step_s or infer_step_s(expo))
     window = (expo.samples["ts"].min(), expo.samples["ts"].max()) if expo.height else None
+    n_samples = expo.height
     stats, directory = TransformStats(origin=path.name), NodeDirectory()
 
     def batches() -> Iterator[SeriesBatch]:  # asked for once load_series has read the warehouse's nodes
@@ -405,13 +406,15 @@ def load_openmetrics(
                               node_labels=cfg.node_labels) for ids in _gpu_parts(expo, groups["dcgm"])]
         samples = pl.concat(parts).sort(["ts", "gpu_uuid", "mig_instance"]) if len(parts) > 1 else parts[0]
         del parts
-        yield SeriesBatch(expo.frame(groups["rest"]), step, start=window[0] if window else None,
-                          end=window[1] if window else None, samples=samples, pods=pods, nodes=nodes)
+        rest = expo.frame(groups["rest"])
+        expo.samples = expo.samples.clear()  # all made into frames and rows: not held while they load
+        yield SeriesBatch(rest, step, start=window[0] if window else None, end=window[1] if window else None,
+                          samples=samples, pods=pods, nodes=nodes)
 
     report = load_series(wh, cfg, batches(), source=SOURCE, scope=str(path.resolve()), window=window,
                          details={"step_s": step, "file": path.name}, origin=path.name, stats=stats,
                          directory=directory)
-    report.notes.insert(0, f"{path.name}: {expo.height:,} samples, step {step}s")
+    report.notes.insert(0, f"{path.name}: {n_samples:,} samples, step {step}s")
     return report
 
 

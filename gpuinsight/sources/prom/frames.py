@@ -111,22 +111,6 @@ def label_columns(series: pl.DataFrame) -> list[str]:
     return [c for c in series.columns if c not in BASE_COLUMNS]
 
 
-def rows_where(series: pl.DataFrame, where: pl.Expr) -> pl.DataFrame:
-    """The rows of ``series`` where ``where`` holds, without the label columns none of them has.
-
-    A frame of many metrics is as wide as all their label sets together (each metric's rows
-    null in the others' labels), and filtering it copies every column: the transforms that read
-    one metric or family narrow it first. A missing label reads as a null one (:func:`lab`);
-    columns whose name starts with ``_`` (a transform's own) are always kept.
-    """
-    labels = [c for c in label_columns(series) if not c.startswith("_")]
-    if series.height == 0 or not labels:
-        return series.filter(where)
-    has = series.select([(where & pl.col(c).is_not_null()).any().alias(c) for c in labels]).row(0)
-    dropped = {c for c, h in zip(labels, has, strict=True) if not h}
-    return series.select([c for c in series.columns if c not in dropped]).filter(where)
-
-
 def lab(series: pl.DataFrame, name: str) -> pl.Expr:
     """A label column as an expression; '' and missing columns read as null."""
     if name not in series.columns:

@@ -30,7 +30,6 @@ from gpuinsight.sources.prom.frames import (
     first_label,
     lab,
     mig_profile_of,
-    rows_where,
     sanitized_resource,
     unsanitize_resource,
 )
@@ -83,7 +82,7 @@ def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None =
     is negative, fractional, not finite or beyond what a node can hold (-4, NaN, 1e23, 8Ei), a
     pod or node time before 2000 or in the future (0 means unset). Names the first offender."""
     metric = pl.col("metric")
-    gpu = rows_where(series, metric.is_in(_DEVICE_SERIES))
+    gpu = series.filter(metric.is_in(_DEVICE_SERIES))
     if gpu.height:
         res = lab(gpu, "resource")
         shares = res.is_in([sanitized_resource(r) for r in SHARE_RESOURCES]).fill_null(False)
@@ -94,7 +93,7 @@ def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None =
         gpu = gpu.filter(res.str.starts_with("nvidia_com_").fill_null(False) & ~shares)
         bad = gpu.filter(~(v.is_finite() & (v >= 0) & (v <= MAX_DEVICES_PER_OBJECT) & (v == v.floor())))
         _refuse(bad, where, line_column, f"GPU resource value is not a whole number of devices 0..{MAX_DEVICES_PER_OBJECT}")
-    times = rows_where(series, metric.is_in(_TIME_SERIES))
+    times = series.filter(metric.is_in(_TIME_SERIES))
     if times.height:
         v = pl.col("value")
         bad = times.filter(~(v == 0) & ~v.is_between(EARLIEST_S, latest_s()).fill_null(False))
@@ -152,7 +151,7 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
     ``notes`` (optional) receives what the series could not say (keyed, so repeated batches say it once)."""
     empty = pl.DataFrame(schema=POD_COLUMNS)
     notes = notes if notes is not None else {}
-    s = rows_where(series, pl.col("metric").str.starts_with("kube_pod_"))
+    s = series.filter(pl.col("metric").str.starts_with("kube_pod_"))
     if s.height == 0:
         return empty
     s = s.with_columns(
@@ -165,25 +164,25 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
         return empty
     metric = pl.col("metric")
     ident = _latest_by(s, "_uid", ["_ns", "_name"])
-    info = rows_where(s, metric == "kube_pod_info")
+    info = s.filter(metric == "kube_pod_info")
     info = info.with_columns(first_label(info, "exported_node", "node").alias("_node"),
                              _val(info, "priority_class").alias("_prio"))
     facts = _latest_by(info, "_uid", ["_node", "_prio"]).join(
         info.group_by("_uid").agg(pl.col("ts").max().alias("_last_seen")), on="_uid")
-    owners = rows_where(s, metric == "kube_pod_owner")
+    owners = s.filter(metric == "kube_pod_owner")
     owners = owners.with_columns(_val(owners, "owner_kind").alias("_ok"), _val(owners, "owner_name").alias("_on"),
                                  (lab(owners, "owner_is_controller") == "true").fill_null(False).alias("_ctl"))
     owner = owners.filter(pl.col("_ok").is_not_null()).sort(["_ctl", "ts"]).group_by("_uid").agg(
         pl.col("_ok").last(), pl.col("_on").last())
-    sched = rows_where(s, metric == "kube_pod_scheduler")
+    sched = s.filter(metric == "kube_pod_scheduler")
     sched = _latest_by(sched.with_columns(lab(sched, "name").alias("_sched")), "_uid", ["_sched"])
-    times = rows_where(s, metric.is_in(list(POD_TIMES)) & (pl.col("value") > 0)).sort("ts").group_by(
+    times = s.filter(metric.is_in(list(POD_TIMES)) & (pl.col("value") > 0)).sort("ts").group_by(
         ["_uid", "metric"]).agg(pl.col("value").last())
-    phases = rows_where(s, metric == "kube_pod_status_phase")
+    phases = s.filter(metric == "kube_pod_status_phase")
     phases = phases.with_columns(lab(phases, "phase").alias("_phase"))
     phase = phases.filter(pl.col("ts") == pl.col("ts").max().over("_uid")).filter(pl.col("value") >= 0.5) \
         .sort("_phase").group_by("_uid").agg(pl.col("_phase").last())
-    reqs = rows_where(s, metric == "kube_pod_container_resource_requests")
+    reqs = s.filter(metric == "kube_pod_container_resource_requests")
     reqs = reqs.with_columns(lab(reqs, "resource").alias("_res"), first_label(reqs, "exported_container", "container").fill_null("").alias("_c"))
     # A pending pod's series has node="" and the scheduled one node="x": the same request twice.
     reqs = reqs.filter(pl.col("_res").str.starts_with("nvidia_com_") | (pl.col("_res") == "cpu")) \
@@ -207,10 +206,9 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
     for r in cpu_reqs.iter_rows(named=True):  # cores, summed over the pod's containers
         if r["_uid"] in by_uid:
             by_uid[r["_uid"]]["cpu_request"] = r["value"]
-    label_rows = rows_where(s, metric == "kube_pod_labels")
-    labels = _prefixed(label_rows, "_uid", "label_")
-    annotations = _prefixed(rows_where(s, metric == "kube_pod_annotations"), "_uid", "annotation_")
-    if label_rows.height and not labels:
+    labels = _prefixed(s.filter(metric == "kube_pod_labels"), "_uid", "label_")
+    annotations = _prefixed(s.filter(metric == "kube_pod_annotations"), "_uid", "annotation_")
+    if s.filter(metric == "kube_pod_labels").height and not labels:
         notes["pod_labels"] = (
             "kube_pod_labels carries no labels (kube-state-metrics >= 2.0 publishes pod labels only with "
             "--metric-labels-allowlist): Volcano queue and job names of pods are unknown from metrics; they are "
@@ -299,7 +297,7 @@ def _workload(p: dict[str, Any], rs_owner: dict[tuple[str, str], tuple[str, str]
 
 def _owner_map(series: pl.DataFrame, metric: str, name_label: str) -> dict[tuple[str, str], tuple[str, str]]:
     """(namespace, child name) -> (owner kind, owner name) from ``kube_*_owner`` series."""
-    s = rows_where(series, pl.col("metric") == metric)
+    s = series.filter(pl.col("metric") == metric)
     if s.height == 0:
         return {}
     s = s.select(first_label(s, "exported_namespace", "namespace").alias("ns"), lab(s, name_label).alias("child"),
@@ -312,22 +310,22 @@ def ksm_nodes(series: pl.DataFrame, cluster: str, *, notes: dict[str, str] | Non
               facts: dict[str, tuple[str, int]] | None = None) -> pl.DataFrame:
     """kube-state-metrics node series -> ``nodes`` rows (labels, GPU capacity, provider id)."""
     notes = notes if notes is not None else {}
-    s = rows_where(series, pl.col("metric").str.starts_with("kube_node_"))
+    s = series.filter(pl.col("metric").str.starts_with("kube_node_"))
     if s.height == 0:
         return pl.DataFrame(schema=NODE_COLUMNS)
     s = s.with_columns(first_label(s, "exported_node", "node").alias("_node")).filter(pl.col("_node").is_not_null())
     metric = pl.col("metric")
     # kube_node_info is pulled at the sample step; the other node series once per chunk,
     # so only kube_node_info timestamps say when a node was alive.
-    info = rows_where(s, metric == "kube_node_info")
+    info = s.filter(metric == "kube_node_info")
     span = s.group_by("_node").agg(pl.col("ts").min().alias("first_seen"), pl.col("ts").max().alias("last_seen"))
     span_info = info.group_by("_node").agg(pl.col("ts").min().alias("f"), pl.col("ts").max().alias("l"))
     span = span.join(span_info, on="_node", how="left").select(
         "_node", pl.coalesce("f", "first_seen").alias("first_seen"), pl.coalesce("l", "last_seen").alias("last_seen"))
     provider = _latest_by(info.with_columns(lab(info, "provider_id").alias("_pid")), "_node", ["_pid"])
-    label_rows = rows_where(s, metric == "kube_node_labels")
+    label_rows = s.filter(metric == "kube_node_labels")
     labels = _prefixed(label_rows, "_node", "label_")
-    cap = rows_where(s, metric == "kube_node_status_capacity")
+    cap = s.filter(metric == "kube_node_status_capacity")
     cap = cap.with_columns(lab(cap, "resource").alias("_res")).filter(pl.col("_res").str.starts_with("nvidia_com_"))
     capacity: dict[str, dict[str, float]] = {}
     for r in cap.sort("ts").group_by(["_node", "_res"]).agg(pl.col("value").last()).iter_rows(named=True):
