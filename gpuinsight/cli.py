@@ -506,7 +506,12 @@ def rules() -> None:
     for rule in SETTING_GROUPS:
         click.echo(f"{rule.name}: {rule.summary}")
         for s in rule.settings:
-            click.echo(f"  {rule.name}.{s.name} = {s.default!r}  {s.help}")
+            bounds = f" [{_number(s.bounds[0])}..{_number(s.bounds[1])}]" if s.bounds else ""
+            click.echo(f"  {rule.name}.{s.name} = {s.default!r}{bounds}  {s.help}")
+
+
+def _number(x: float) -> str:
+    return f"{int(x):,}" if x == int(x) else f"{x:g}"
 
 
 # -- report / export ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@
 --   cluster_queue is the Kueue ClusterQueue the pod was admitted to (kueue_pod_queues).
 WITH w AS (SELECT * FROM analysis_window),
 s AS (
-    SELECT cluster, uid, sum(gpus) AS gpus, arg_max(kind, gpus) AS alloc_kind,
+    SELECT cluster, uid, sum(gpus) AS gpus, arg_max(kind, {'gpus': gpus, 'kind': kind}) AS alloc_kind,  -- a tie by its name: the same every run
            bool_or(kind IN ('timeslice', 'mps', 'vgpu', 'kai') OR (kind = 'dra' AND share < 1)) AS fractional,
            string_agg(DISTINCT basis, '; ' ORDER BY basis) AS share_basis
     FROM pod_gpu_shares

@@ -114,7 +114,8 @@ hod AS (
 diurnal AS (
     SELECT cluster, namespace, workload_kind, workload,
            (max(g) - min(g)) / nullif(avg(g), 0) AS diurnal_swing,
-           arg_max(hod, g) AS peak_hour_utc,
+           -- ties (an idle workload's hours all 0) go to the earliest hour: the same answer every run
+           arg_max(hod, CASE WHEN g IS NOT NULL THEN [g, -hod] END) AS peak_hour_utc,
            coalesce(list(hod ORDER BY hod) FILTER (WHERE days_active >= 2 AND days_active >= 0.5 * days_seen),
                     []::INTEGER[]) AS recurring_hours_utc,
            coalesce(sum(days_active) FILTER (WHERE NOT (days_active >= 2 AND days_active >= 0.5 * days_seen)), 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,24 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with gi.open(db) as g:
         g.load_sample()
     return db
+
+
+@pytest.fixture(scope="session")
+def genai8_frames(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The rules' frames of the GenAI serving trace on 8-GPU nodes (tests/genai_trace.py), built once."""
+    import gpuinsight as gi
+    from gpuinsight.rules.engine import frames_for, needed_frames
+    from tests.genai_trace import load_trace
+
+    with gi.open(tmp_path_factory.mktemp("genai8") / "genai.duckdb") as g:
+        load_trace(g.wh, gpus_per_node=8)
+        g.refresh()
+        return frames_for(g, needed_frames())
+
+
+@pytest.fixture(scope="session")
+def genai8_plan(genai8_frames: dict[str, Any]) -> tuple[list[Any], Any]:
+    """The rules' findings on those frames with the default settings, and the plan's context."""
+    from gpuinsight.rules.engine import evaluate_plan
+
+    return evaluate_plan(genai8_frames)

@@ -32,13 +32,27 @@ class Setting:
     name: str
     default: Any
     help: str
+    # the inclusive range of a numeric setting: a value outside it, or not a number of the
+    # default's type (an int setting takes whole numbers only), is refused
+    bounds: tuple[float, float] | None = None
 
     def coerce(self, value: Any) -> Any:
+        kind = type(self.default)
         if isinstance(value, str) and not isinstance(self.default, str):
             if isinstance(self.default, bool):
                 return value.lower() in ("1", "true", "yes")
-            return type(self.default)(value)
-        return value
+            try:
+                value = kind(value)
+            except ValueError:
+                raise ValueError(f"setting {self.name}: {value!r} is not a {kind.__name__}") from None
+        if self.bounds is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and value != int(value)):
+            raise ValueError(f"setting {self.name}: {value!r} is not {'a whole number' if kind is int else 'a number'}")
+        low, high = self.bounds
+        if not low <= value <= high:
+            raise ValueError(f"setting {self.name}: {value!r} is outside {low:g}..{high:g}")
+        return kind(value)
 
 
 @dataclass

@@ -37,17 +37,29 @@ import polars as pl
 from gpuinsight.rules.base import FindingKind, Recommendation, Rule, Setting, finding_id
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
-from gpuinsight.rules.pack_bound import MAX_VARIABLES, PoolPlan, PoolProblem, Unit, optimal_nodes
+from gpuinsight.rules.pack_bound import (
+    MAX_NODES,
+    MAX_VARIABLES,
+    SAFETY_TIME_LIMIT_S,
+    PoolPlan,
+    PoolProblem,
+    Stop,
+    Unit,
+    yardstick,
+)
 from gpuinsight.rules.pool_plan import (
     PoolInputs,
     PoolKey,
     build_problem,
+    method,
     move_list,
     plannable,
     pods_after,
     pool_key,
+    pool_name,
     record_moves,
     solve,
+    solve_limits,
 )
 from gpuinsight.rules.typed import (
     DNS_NAME,
@@ -103,8 +115,15 @@ class BinpackRule(Rule):
     settings = (
         Setting("include_production", True, "Allow moving production pods (they restart once)."),
         Setting("busy_gang_activity", 0.5, "Multi-pod gangs at least this busy (mean GR activity) are never moved."),
-        Setting("ilp_max_variables", MAX_VARIABLES, "Pools up to this many (pods x nodes) are solved exactly."),
-        Setting("ilp_time_limit_s", 2.0, "Time limit of one exact solve; past it the greedy plan is used."),
+        Setting("ilp_max_variables", MAX_VARIABLES, "Pools up to this many (pods x nodes) are solved exactly.",
+                (0, 1_000_000)),
+        Setting("ilp_max_nodes", MAX_NODES, "Branch-and-bound nodes one exact solve may explore (its work bound: "
+                "the same on any machine); a pool not proven optimal within them keeps the best plan found where it "
+                "beats the greedy plan, else the greedy plan.",
+                (1, 10_000_000)),
+        Setting("ilp_time_limit_s", SAFETY_TIME_LIMIT_S, "Last-resort wall-clock limit of one exact solve, far "
+                "above normal solve times; a solve it stops makes that pool's plan load-dependent, and the "
+                "plan's notes say so.", (0.001, 86_400.0)),
         Setting("confidence", 0.7, "Confidence of a plan (placement is observed, savings need the node released)."),
     )
     kinds = (FindingKind("binpack", "gpuinsight.actions.builders.binpack", BinpackProposed, NodeSetTarget,
@@ -142,7 +161,7 @@ class BinpackRule(Rule):
                    pod_rows: list[dict[str, Any]], leaving: dict[tuple[str, str], list[dict[str, Any]]],
                    settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         cluster, pool, zone, model = pool_key
-        plan = solve(problem, settings)
+        plan = solve(problem, settings, ctx, pool_key)
         used = set(plan.assign) | {j for j, nd in enumerate(problem.nodes) if nd.fixed > 0}
         freed = [j for j in range(len(problem.nodes)) if j not in used]
         if not freed:
@@ -166,9 +185,14 @@ class BinpackRule(Rule):
             del m["production"], m["production_reason"], m["_index"]
         held = sum(p.gpus for p in problem.pods) + sum(nd.fixed for nd in problem.nodes)
         lower = math.ceil(held / max(max(nd.capacity for nd in problem.nodes), 1) - 1e-9)
-        yardstick = optimal_nodes([Unit(p.gpus, p.node if p.pinned or p.gang in problem.pinned_gangs() else None)
-                                   for p in problem.pods] + [Unit(nd.fixed, j) for j, nd in enumerate(problem.nodes)
-                                                             if nd.fixed > 0], [nd.capacity for nd in problem.nodes])
+        unconstrained, search = yardstick(
+            [Unit(p.gpus, p.node if p.pinned or p.gang in problem.pinned_gangs() else None) for p in problem.pods]
+            + [Unit(nd.fixed, j) for j, nd in enumerate(problem.nodes) if nd.fixed > 0],
+            [nd.capacity for nd in problem.nodes], limits=solve_limits(settings))
+        if search.stop is Stop.TIME_LIMIT:
+            ctx.note(f"pool {pool_name(pool_key)}: the unconstrained optimum (the binpack finding's yardstick) "
+                     f"stopped at the wall-clock safety limit (binpack.ilp_time_limit_s = "
+                     f"{settings['ilp_time_limit_s']:g} s): it is left unknown, which depends on the machine's load")
         kept = len(problem.nodes) - len(freed)
         gangs = sorted(plan.moved_gangs)
         spans = gang_spans(problem, plan)
@@ -185,10 +209,11 @@ class BinpackRule(Rule):
             evidence={
                 "pool": pool, "zone": zone, "gpu_model": model, "pool_nodes": len(problem.nodes),
                 "nodes_after": kept, "nodes_released": released,
-                "method": "exact ILP (HiGHS)" if plan.method == "ilp" else "greedy (pool too large for the ILP)",
+                "method": method(plan, settings),
                 "plan_is_optimal": plan.optimal,
+                "ilp_search_nodes": plan.search.nodes,
                 "pool_optimal_nodes": kept if plan.optimal else None,
-                "unconstrained_optimal_nodes": yardstick,
+                "unconstrained_optimal_nodes": unconstrained,
                 "pool_lower_bound_nodes": lower,
                 "gap_to_lower_bound_nodes": kept - lower,
                 "gpus_moved": round(sum(m["gpus"] for m in moves), 3),

@@ -36,9 +36,15 @@ class PlanContext:
     moved_by: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # the label keys of each topology level (the topology rule's settings; binpack reads them too)
     topology_labels: dict[str, Any] = field(default_factory=dict)
+    # what the rules say about the plan as a whole (the plan's notes), each once
+    notes: list[str] = field(default_factory=list)
     _topology: Topology | None = field(default=None, repr=False)
     _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def rule_settings(self, name: str) -> dict[str, Any]:
         """A rule's resolved settings: the plan's, else the rule's defaults."""

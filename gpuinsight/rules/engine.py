@@ -106,6 +106,7 @@ def run_rules(gi: GpuInsight, settings: dict[str, dict[str, Any]] | None = None)
                 window=(w["window_start"].min(), w["window_end"].max()) if w.height else (None, None),
                 recommendations=recs, spend_monthly_usd=round(ctx.ledger.spend_monthly_usd(), 2),
                 clusters=frame_clusters(frames))
+    plan.notes.extend(ctx.notes)
     basis = plan.savings_by_basis
     plan.notes.append("savings ledger: " + ", ".join(f"{k} ${v:,.0f}/month" for k, v in sorted(basis.items()))
                       + f" of a ${plan.spend_monthly_usd:,.0f}/month spend; each node and GPU-hour counted once")

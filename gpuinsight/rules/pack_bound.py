@@ -16,6 +16,12 @@ MIG for small workloads, placed on nodes that allow it (``PoolNode.mig_slots``),
 that is free before the node is repartitioned (``PoolNode.early_free`` GPUs, plus those of whole
 pods the plan moves off the node); sharing hosts (``PoolNode.evacuate``) that every whole pod
 leaves and none enters; and GPUs already given to shared work (``PoolNode.fixed``).
+
+Every exact solve is bounded by the solver's work, not by the clock (:class:`SolveLimits`):
+HiGHS explores at most ``max_nodes`` branch-and-bound nodes, on one search thread with a fixed
+random seed, so the same pool and settings give the same plan on any machine under any load. A
+wall-clock limit far above normal solve times stays as a last resort; a plan it cut short says
+so (:attr:`Search.stop`), because that plan depends on the machine's load.
 """
 
 from __future__ import annotations
@@ -23,15 +29,46 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 MAX_VARIABLES = 6000
-# The spread pass only orders plans that release the same nodes: past this it keeps its best plan
-SPREAD_TIME_LIMIT_S = 0.25
+# Branch-and-bound nodes one exact solve may explore (binpack.ilp_max_nodes; docs/rules.md says
+# why this many), and the wall-clock safety far above what such a solve takes (binpack.ilp_time_limit_s)
+MAX_NODES = 500
+SAFETY_TIME_LIMIT_S = 300.0
 # A small workload stopped before its GPU is repartitioned, against a GPU of whole pods moved (1)
 STOP_WEIGHT = 0.1
+
+
+@dataclass(frozen=True)
+class SolveLimits:
+    """What one exact solve may spend: ``max_nodes`` branch-and-bound nodes (the work bound,
+    reached the same way on any machine under any load) and, as a last resort, ``time_limit_s``
+    seconds of wall clock."""
+    max_nodes: int = MAX_NODES
+    time_limit_s: float = SAFETY_TIME_LIMIT_S
+
+
+class Stop(Enum):
+    """Why an exact solve ended without its proven optimum."""
+    TOO_LARGE = "too large"             # the pool has more variables than the ILP may have
+    NO_PLAN = "no plan"                 # proven infeasible (or a constraint that folded to false)
+    WORK_LIMIT = "work limit"           # max_nodes reached: the same on every run
+    TIME_LIMIT = "time limit"           # the wall-clock safety: depends on the machine's load
+
+
+@dataclass
+class Search:
+    """What a pool's exact solves did: branch-and-bound nodes over all passes, and the limit that
+    stopped one (None: every pass ended with its proven optimum). On an exact plan a stop is the
+    spread pass's: the nodes released stay optimal, the gangs' landing is the best found."""
+    nodes: int = 0
+    stop: Stop | None = None
+    seconds: float = 0.0          # wall time, for benchmarks: never part of a plan
 
 
 @dataclass(frozen=True)
@@ -115,6 +152,7 @@ class PoolPlan:
     optimal: bool                 # proven optimal for the problem
     shared: dict[int, int] = field(default_factory=dict)  # node index -> shared GPUs placed on it
     feasible: bool = True         # every shared GPU placed and every sharing host emptied
+    search: Search = field(default_factory=Search)  # what the exact solve did (also for a greedy plan)
 
     def evicted(self, problem: PoolProblem) -> list[int]:
         return [i for i, p in enumerate(problem.pods)
@@ -160,7 +198,13 @@ def check_plan(problem: PoolProblem, plan: PoolPlan) -> list[str]:
     return errors
 
 
-def _highs() -> Any:
+def _highs(limits: SolveLimits) -> Any:
+    """A HiGHS instance whose result depends on the model and ``limits`` only: one search thread
+    (with ``parallel`` left to choose, HiGHS 1.16 searches the tree with more workers when its
+    scheduler has more threads, so the nodes explored, and which of equal optima or which best
+    plan so far is returned, follow the machine's cores: a pool of the tests takes 106, 28 and
+    207 nodes with 1, 2 and 4 threads), a fixed random seed, the work bound and the wall-clock
+    safety."""
     import highspy
 
     # HiGHS prints a banner on stdout from C the first time; keep it off our output
@@ -179,36 +223,92 @@ def _highs() -> Any:
             os.close(saved)
             os.close(devnull)
     h.setOptionValue("output_flag", False)
+    h.setOptionValue("parallel", "off")
+    h.setOptionValue("random_seed", 0)
+    h.setOptionValue("mip_max_nodes", int(limits.max_nodes))
+    h.setOptionValue("time_limit", float(limits.time_limit_s))
     return h
 
 
-def solve_ilp(problem: PoolProblem, *, time_limit_s: float = 2.0, max_variables: int = MAX_VARIABLES
+def solve_ilp(problem: PoolProblem, *, limits: SolveLimits = SolveLimits(), max_variables: int = MAX_VARIABLES
               ) -> PoolPlan | None:
-    """The exact plan, or None when the pool is too big, has no plan (a shared GPU with no room,
-    a sharing host that cannot be emptied) or HiGHS found no proven optimum in time.
+    """The exact plan, or None when there is none: see :func:`solve_exact`."""
+    return solve_exact(problem, limits=limits, max_variables=max_variables).plan
+
+
+@dataclass
+class Exact:
+    plan: PoolPlan | None         # the proven optimum (None: see search.stop)
+    search: Search
+    # without a proven optimum: the best plan HiGHS found before a limit stopped it (not proven
+    # optimal; the pool planner keeps it where it beats the greedy plan)
+    incumbent: PoolPlan | None = None
+
+
+@dataclass
+class _Solved:
+    """One HiGHS solve: its plan and node-cost term (None: no plan), nodes and stop."""
+    plan: PoolPlan | None
+    cost: float
+    nodes: int
+    stop: Stop | None
+
+
+def solve_exact(problem: PoolProblem, *, limits: SolveLimits = SolveLimits(), max_variables: int = MAX_VARIABLES
+                ) -> Exact:
+    """The exact plan, or none when the pool is too big, has no plan (a shared GPU with no room,
+    a sharing host that cannot be emptied) or HiGHS proved no optimum within ``limits``.
 
     Solved in two passes: node cost then GPUs moved; and only when that plan lands a moved gang
     on more than one node, again with the gangs' spread in between, the node cost capped at the
     first optimum. The result is the same lexicographic optimum, without paying for the spread
-    terms on every pool; a spread pass that needs more than :data:`SPREAD_TIME_LIMIT_S` keeps its
-    best plan so far (the nodes released stay optimal, the landing may not be the tightest)."""
+    terms on every pool; a spread pass stopped by a limit keeps its best plan so far (the nodes
+    released stay optimal, the landing may not be the tightest)."""
+    t0 = time.perf_counter()
     n_nodes = len(problem.nodes)
     free = [i for i, p in enumerate(problem.pods) if not p.pinned and p.gang not in problem.pinned_gangs()]
     if len(free) * n_nodes + (n_nodes if problem.shared_gpus else 0) > max_variables:
-        return None
+        return Exact(None, Search(stop=Stop.TOO_LARGE))
     if any(problem.nodes[p.node].evacuate for i, p in enumerate(problem.pods) if i not in set(free)):
-        return None  # a pod that may not move sits on a node that must be emptied
+        return Exact(None, Search(stop=Stop.NO_PLAN))  # a pod that may not move sits on a node that must be emptied
     if not problem.pods and not problem.shared_gpus:
-        return PoolPlan([], set(), "ilp", True)
-    first = _solve_ilp(problem, free, time_limit_s, spread=False)
-    if first is None:
-        return None
-    plan, cost = first
+        return Exact(PoolPlan([], set(), "ilp", True), Search())
+    first = _solve_ilp(problem, free, limits, spread=False)
+    search = Search(first.nodes, first.stop)
+    if first.stop is not None:  # no proven optimum: at most a best plan so far, without the spread pass
+        search.seconds = time.perf_counter() - t0
+        incumbent = first.plan if first.plan is not None and not check_plan(problem, first.plan) else None
+        if incumbent is not None:
+            incumbent.search = search
+        return Exact(None, search, incumbent)
+    plan = first.plan
+    assert plan is not None
     gangs = problem.gangs()
-    if not any(len({plan.assign[i] for i in gangs[g]}) > 1 for g in plan.moved_gangs):
-        return plan
-    second = _solve_ilp(problem, free, min(time_limit_s, SPREAD_TIME_LIMIT_S), spread=True, cost_cap=cost)
-    return second[0] if second is not None else plan
+    if any(len({plan.assign[i] for i in gangs[g]}) > 1 for g in plan.moved_gangs):
+        second = _solve_ilp(problem, free, limits, spread=True, cost_cap=first.cost)
+        search = Search(first.nodes + second.nodes, second.stop)
+        if second.plan is not None and not check_plan(problem, second.plan):
+            plan = second.plan
+    search.seconds = time.perf_counter() - t0
+    plan.search = search
+    return Exact(plan, search)
+
+
+def plan_cost(problem: PoolProblem, plan: PoolPlan) -> tuple[bool, float, float]:
+    """What the ILP minimises first, to compare plans found otherwise: a plan that does not place
+    every shared GPU or empty every sharing host last, then the cost of the nodes kept (when the
+    pool releases nodes), then the GPUs moved."""
+    kept = set(plan.assign) | set(plan.shared) | {j for j, nd in enumerate(problem.nodes) if nd.fixed > 0 or nd.evacuate}
+    weights = _node_weights(problem)
+    cost = sum(weights[j] for j in kept) if problem.release else 0.0
+    moved = sum(problem.pods[i].gpus for i in plan.evicted(problem))
+    return not plan.feasible, round(cost, 9), round(moved, 9)
+
+
+def _node_weights(problem: PoolProblem) -> list[float]:
+    """Each node's cost in the objective, relative to the cheapest priced node (unpriced: as it)."""
+    cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
+    return [max(nd.cost, cheapest) / cheapest for nd in problem.nodes]
 
 
 def _constraint(h: Any, expr: Any) -> bool:
@@ -224,15 +324,14 @@ def _stay(x: dict[tuple[int, int], Any], i: int, node: int) -> Any:
     return x.get((i, node), 0)
 
 
-def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, spread: bool,
-               cost_cap: float | None = None) -> tuple[PoolPlan, float] | None:
-    """One HiGHS solve: the plan and its node-cost term (None: no plan, or none proven in time)."""
-    import highspy
-
+def _solve_ilp(problem: PoolProblem, free: list[int], limits: SolveLimits, *, spread: bool,
+               cost_cap: float | None = None) -> _Solved:
+    """One HiGHS solve: the proven optimum, or the best plan found when a limit stopped it
+    (``optimal`` only for the spread pass, whose node cost is capped at the proven one)."""
     n_nodes = len(problem.nodes)
-    h = _highs()
-    h.setOptionValue("time_limit", float(time_limit_s))
+    h = _highs(limits)
     h.setOptionValue("mip_rel_gap", 0.0)
+    no_plan = _Solved(None, 0.0, 0, Stop.NO_PLAN)
     y = [h.addBinary() for _ in range(n_nodes)]
     x: dict[tuple[int, int], Any] = {}
     load: dict[int, list[Any]] = defaultdict(list)
@@ -250,7 +349,7 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
             x[i, j] = h.addBinary()
             load[j].append(p.gpus * x[i, j])
         if not _constraint(h, sum(x[i, j] for j in range(n_nodes) if (i, j) in x) == 1):
-            return None
+            return no_plan
     shared: dict[int, Any] = {}
     stop_terms: list[Any] = []
     if problem.shared_gpus:
@@ -272,13 +371,18 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
             _constraint(h, production >= stops - (nd.early_free - nd.free_now - nd.production_stops))
             stop_terms += [STOP_WEIGHT * stops, STOP_WEIGHT * production]
         if not _constraint(h, sum(shared.values()) == problem.shared_gpus):
-            return None
+            return no_plan
     for j, nd in enumerate(problem.nodes):
         if fixed[j] > 0 or nd.evacuate:
             h.addConstr(y[j] == 1)
         if load[j]:
             room = nd.capacity - fixed[j]
             h.addConstr(sum(load[j]) <= (room if room > 1e-9 else 0.0) * y[j])  # no tiny coefficient
+    # implied by the capacity rows, but they make the relaxation tight: without them HiGHS proves
+    # the optimum of an 18-node pool in hundreds of branch-and-bound nodes, with them at the root
+    for (i, j), v in x.items():
+        if problem.pods[i].gpus > 0:
+            h.addConstr(v <= y[j])
     gang_var: dict[str, Any] = {}
     for gang, members in problem.gangs().items():
         if gang in problem.pinned_gangs():
@@ -286,7 +390,7 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
         m = gang_var[gang] = h.addBinary()
         for i in members:
             if not _constraint(h, _stay(x, i, problem.pods[i].node) + m >= 1):
-                return None
+                return no_plan
     evict: dict[str, list[Any]] = defaultdict(list)
     for i in free:
         p = problem.pods[i]
@@ -299,11 +403,10 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
             p = problem.pods[i]
             terms.append(gang_var[p.gang] if p.gang in gang_var else 1 - _stay(x, i, p.node))
         if not _constraint(h, sum(terms) <= allowed):
-            return None
+            return no_plan
     total_gpus = sum(p.gpus for p in problem.pods) + 2 * STOP_WEIGHT * problem.shared_gpus + 1.0
     terms, spread_max = _spread_terms(h, problem, x, gang_var) if spread else ([], 0.0)
-    cheapest = min((nd.cost for nd in problem.nodes if nd.cost > 0), default=1.0)
-    weights = [max(nd.cost, cheapest) / cheapest for nd in problem.nodes]
+    weights = _node_weights(problem)
     if cost_cap is not None:  # the first pass's optimum, plus a hair for the solver's tolerances
         h.addConstr(sum(w * y[j] for j, w in enumerate(weights)) <= cost_cap + 1e-6)
     # lexicographic: node cost, then the moved gangs' spread, then the GPUs moved (a shared GPU is
@@ -318,12 +421,11 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
     for gang, m in gang_var.items():
         objective.append(sum(problem.pods[i].gpus for i in problem.gangs()[gang]) * m)
     h.minimize(sum(objective + stop_terms))
-    status = h.getModelStatus()
-    # the spread pass may stop at its time limit: its best plan keeps the optimal node cost (capped)
-    incumbent = cost_cap is not None and status == highspy.HighsModelStatus.kTimeLimit and \
-        h.getInfo().primal_solution_status == 2
-    if status != highspy.HighsModelStatus.kOptimal and not incumbent:
-        return None
+    nodes, stop = _outcome(h)
+    # a limit may leave a best plan so far (a feasible primal solution)
+    found = stop in (Stop.WORK_LIMIT, Stop.TIME_LIMIT) and h.getInfo().primal_solution_status == 2
+    if stop is not None and not found:
+        return _Solved(None, 0.0, nodes, stop)
     sol = h.getSolution().col_value
 
     def val(v: Any) -> float:
@@ -338,7 +440,23 @@ def _solve_ilp(problem: PoolProblem, free: list[int], time_limit_s: float, *, sp
     moved = {g for g, m in gang_var.items() if val(m) > 0.5}
     cost = sum(w for j, w in enumerate(weights) if val(y[j]) > 0.5)
     placed = {j: round(val(c)) for j, c in shared.items() if round(val(c)) > 0}
-    return PoolPlan(assign, moved, "ilp", True, placed), cost
+    proven = stop is None or cost_cap is not None  # the spread pass keeps the proven node cost
+    return _Solved(PoolPlan(assign, moved, "ilp", proven, placed), cost, nodes, stop)
+
+
+def _outcome(h: Any) -> tuple[int, Stop | None]:
+    """Branch-and-bound nodes of a finished solve, and what stopped it short of its optimum."""
+    import highspy
+
+    status = h.getModelStatus()
+    nodes = max(int(h.getInfo().mip_node_count), 0)
+    if status == highspy.HighsModelStatus.kOptimal:
+        return nodes, None
+    if status == highspy.HighsModelStatus.kSolutionLimit:  # mip_max_nodes (the only count limit set)
+        return nodes, Stop.WORK_LIMIT
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        return nodes, Stop.TIME_LIMIT
+    return nodes, Stop.NO_PLAN
 
 
 def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
@@ -367,9 +485,11 @@ def _spread_terms(h: Any, problem: PoolProblem, x: dict[tuple[int, int], Any],
             for nodes in by.values():
                 used = h.addBinary()
                 for i in members:
-                    for j in nodes:
-                        if (i, j) in x:
-                            h.addConstr(used >= x[i, j] + m - 1)  # counts only when the gang moves
+                    # the pod is on one node: the sum is 1 when it lands in the domain (one row per
+                    # pod and domain, tighter than one per node)
+                    here = [x[i, j] for j in nodes if (i, j) in x]
+                    if here:
+                        h.addConstr(used >= sum(here) + m - 1)  # counts only when the gang moves
                 terms.append(weight * used)
             # a moved gang lands in at least one domain per level: only the ones beyond it count, so
             # moving a gang compactly costs no more than moving single pods
@@ -481,17 +601,21 @@ class _Greedy:
         return True
 
 
-def optimal_nodes(units: list[Unit], capacities: list[float], *, time_limit_s: float = 2.0) -> int | None:
+def optimal_nodes(units: list[Unit], capacities: list[float], *, limits: SolveLimits = SolveLimits()) -> int | None:
     """Minimum number of nodes that can hold every unit, or None if too big or not solved
     (no move limits: the yardstick a plan's node count is compared with)."""
-    if not capacities:
-        return 0
-    if len(units) * len(capacities) > MAX_VARIABLES:
-        return None
-    import highspy
+    return yardstick(units, capacities, limits=limits)[0]
 
-    h = _highs()
-    h.setOptionValue("time_limit", float(time_limit_s))
+
+def yardstick(units: list[Unit], capacities: list[float], *, limits: SolveLimits = SolveLimits()
+              ) -> tuple[int | None, Search]:
+    """:func:`optimal_nodes` and what its solve did (a stop: not known within ``limits``)."""
+    if not capacities:
+        return 0, Search()
+    if len(units) * len(capacities) > MAX_VARIABLES:
+        return None, Search(stop=Stop.TOO_LARGE)
+    t0 = time.perf_counter()
+    h = _highs(limits)
     nodes = range(len(capacities))
     y = [h.addBinary() for _ in nodes]
     x: dict[tuple[int, int], Any] = {}
@@ -504,7 +628,10 @@ def optimal_nodes(units: list[Unit], capacities: list[float], *, time_limit_s: f
         load = [units[u].gpus * var for (u, m), var in x.items() if m == n]
         if load:
             h.addConstr(sum(load) <= capacities[n] * y[n])
+    for (u, n), var in x.items():  # tightens the relaxation, as in the pool ILP
+        if units[u].gpus > 0:
+            h.addConstr(var <= y[n])
     h.minimize(sum(y))
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
-    return round(h.getObjectiveValue())
+    count, stop = _outcome(h)
+    search = Search(count, stop, time.perf_counter() - t0)
+    return (round(h.getObjectiveValue()) if stop is None else None), search

@@ -20,7 +20,17 @@ from typing import Any
 from gpuinsight.rules.common import cluster_of, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.disruption import LabelIndex, allowed_disruptions, as_map, selector_matches
-from gpuinsight.rules.pack_bound import PoolNode, PoolPlan, PoolPod, PoolProblem, solve_greedy, solve_ilp
+from gpuinsight.rules.pack_bound import (
+    PoolNode,
+    PoolPlan,
+    PoolPod,
+    PoolProblem,
+    SolveLimits,
+    Stop,
+    plan_cost,
+    solve_exact,
+    solve_greedy,
+)
 
 PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
 
@@ -126,10 +136,49 @@ def build_problem(key: PoolKey, members: list[dict[str, Any]], pods_on: dict[tup
     return problem, pod_rows
 
 
-def solve(problem: PoolProblem, settings: dict[str, Any]) -> PoolPlan:
-    """The exact plan where the pool is small enough (and HiGHS proves it in time), else greedy."""
-    plan = solve_ilp(problem, time_limit_s=settings["ilp_time_limit_s"], max_variables=int(settings["ilp_max_variables"]))
-    return plan if plan is not None else solve_greedy(problem)
+def solve_limits(settings: dict[str, Any]) -> SolveLimits:
+    """What one exact solve may spend, from binpack's settings."""
+    return SolveLimits(int(settings["ilp_max_nodes"]), float(settings["ilp_time_limit_s"]))
+
+
+def solve(problem: PoolProblem, settings: dict[str, Any], ctx: PlanContext, key: PoolKey) -> PoolPlan:
+    """The exact plan where the pool is small enough and HiGHS proves it within the work bound
+    (``settings``: binpack's), else greedy. A solve the wall-clock safety stopped is named in the
+    plan's notes: that pool's plan depends on the machine's load, not only on the data."""
+    exact = solve_exact(problem, limits=solve_limits(settings), max_variables=int(settings["ilp_max_variables"]))
+    plan = exact.plan
+    if plan is None:  # the greedy plan, or the ILP's best plan so far where it is better
+        plan = solve_greedy(problem)
+        if exact.incumbent is not None and plan_cost(problem, exact.incumbent) < plan_cost(problem, plan):
+            plan = exact.incumbent
+    plan.search = exact.search
+    if exact.search.stop is Stop.TIME_LIMIT:
+        ctx.note(f"pool {pool_name(key)}: an exact solve stopped at the wall-clock safety limit "
+                 f"(binpack.ilp_time_limit_s = {settings['ilp_time_limit_s']:g} s) after {exact.search.nodes:,} "
+                 f"branch-and-bound nodes; its plan ({method(plan, settings)}) depends on the machine's load, not "
+                 "only on the data and settings: run again on a less loaded machine, or raise the limit")
+    return plan
+
+
+def pool_name(key: PoolKey) -> str:
+    cluster, pool, zone, model = key
+    return f"{pool} ({zone}, {model})" + (f" of cluster {cluster}" if cluster else "")
+
+
+def method(plan: PoolPlan, settings: dict[str, Any]) -> str:
+    """How a pool's plan was found, and why not exactly when it was not (the findings' evidence)."""
+    stop = plan.search.stop
+    limit = ("wall-clock safety limit (binpack.ilp_time_limit_s): load-dependent" if stop is Stop.TIME_LIMIT else
+             f"work limit of {int(settings['ilp_max_nodes']):,} branch-and-bound nodes (binpack.ilp_max_nodes)")
+    if plan.method == "ilp" and not plan.optimal:
+        return f"ILP (HiGHS): the best plan found within the {limit}, not proven optimal (better than greedy)"
+    if plan.method == "ilp":
+        if stop in (Stop.WORK_LIMIT, Stop.TIME_LIMIT):
+            return f"exact ILP (HiGHS); the moved gangs' landing is the best found within the {limit}"
+        return "exact ILP (HiGHS)"
+    why = {Stop.TOO_LARGE: "pool too large for the ILP", Stop.NO_PLAN: "the ILP found no plan",
+           Stop.WORK_LIMIT: f"no optimum proven within the {limit}", Stop.TIME_LIMIT: f"the ILP stopped at the {limit}"}
+    return f"greedy ({why[stop]})" if stop is not None else "greedy"
 
 
 def pods_after(placement: list[dict[str, Any]], ctx: PlanContext) -> dict[tuple[str, str], list[dict[str, Any]]]:

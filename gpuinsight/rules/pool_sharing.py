@@ -137,7 +137,7 @@ def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand]
             if any(h.node == nd.name for h in hosts):
                 nd.evacuate = True
         problem.shared_gpus = len(gpus)
-        plan = solve(problem, binpack)
+        plan = solve(problem, binpack, ctx, key)
         if plan.feasible and not check_plan(problem, plan):
             break
         if hosts:
@@ -153,7 +153,7 @@ def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand]
             h.stop_first = [d for d in demands if d.node == h.node and id(d) in shared]
     # what is done now: only the moves the shared GPUs and hosts need, onto nodes the plan keeps
     # (the rest of the plan is binpack's, solved again once these are in place)
-    now, plan_now = _needed_moves(problem, plan, binpack)
+    now, plan_now = _needed_moves(problem, plan, binpack, ctx, key)
     sharing = PoolSharing(key, {}, hosts, now, plan_now, {})
     _assign_gpus(sharing, gpus, rows, by_name, placed_now)
     for h in hosts:
@@ -188,7 +188,8 @@ def _free(problem: PoolProblem, plan: PoolPlan, hosts: list[Host]) -> list[float
     return [max(0.0, nd.capacity - load[j]) for j, nd in enumerate(problem.nodes)]
 
 
-def _needed_moves(problem: PoolProblem, plan: PoolPlan, settings: dict[str, Any]) -> tuple[PoolProblem, PoolPlan]:
+def _needed_moves(problem: PoolProblem, plan: PoolPlan, settings: dict[str, Any], ctx: PlanContext,
+                  key: PoolKey) -> tuple[PoolProblem, PoolPlan]:
     """The same shared GPUs per node and hosts, with as few moves as possible, none onto a node
     the whole plan releases. Such a plan exists (the whole plan's moves off the nodes it keeps)."""
     now = copy.deepcopy(problem)
@@ -197,7 +198,7 @@ def _needed_moves(problem: PoolProblem, plan: PoolPlan, settings: dict[str, Any]
     for j, nd in enumerate(now.nodes):
         nd.mig_slots = plan.shared.get(j, 0)
         nd.closed = nd.closed or j not in kept
-    moved = solve(now, settings)
+    moved = solve(now, settings, ctx, key)
     if moved.feasible and not check_plan(now, moved):
         return now, moved
     gangs = {g for g in plan.moved_gangs if all(problem.pods[i].node in kept for i in problem.gangs()[g])}
