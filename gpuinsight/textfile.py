@@ -11,12 +11,15 @@ from pathlib import Path
 from gpuinsight.errors import BadInput
 
 
-def decode_utf8(data: bytes, name: str, *, error: type[BadInput] = BadInput) -> str:
-    """``data`` as text (a leading byte-order mark dropped); else ``error("NAME:LINE: not UTF-8 text (byte 0xNN)")``."""
+def decode_utf8(data: bytes, name: str, *, error: type[BadInput] = BadInput, first_line: int = 1) -> str:
+    """``data`` as text (a leading byte-order mark dropped); else ``error("NAME:LINE: not UTF-8 text (byte 0xNN)")``.
+
+    ``first_line`` > 1: ``data`` is a later piece of a file (whole lines, read in chunks) starting
+    at that line; a byte-order mark there is not the file's and is kept."""
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig" if first_line == 1 else "utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + first_line
         raise error(f"{name}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 

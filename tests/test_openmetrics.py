@@ -12,6 +12,7 @@ import pytest
 
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
+from gpuinsight.sources import openmetrics as om
 from gpuinsight.sources.openmetrics import load_openmetrics, parse_exposition, read_exposition
 from gpuinsight.warehouse import Warehouse
 from tests.prom_server import SmallFleet
@@ -100,3 +101,96 @@ def test_parser_speed_300k_lines(tmp_path: Path) -> None:
     took = time.perf_counter() - started
     assert df.height == 300_000 and df["UUID"].n_unique() == 100
     assert took < 6.0, f"300k lines took {took:.1f}s"  # ~1 s here; generous for a shared CI machine
+
+
+def _piece_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every piece of text the parser is fed, from now on."""
+    sizes: list[int] = []
+    feed = om._Parser.feed
+
+    def recording(self: om._Parser, text: str, first_line: int) -> None:
+        sizes.append(len(text))
+        feed(self, text, first_line)
+
+    monkeypatch.setattr(om._Parser, "feed", recording)
+    return sizes
+
+
+def test_pieces_parse_as_one_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Series split across pieces, spelled differently in each, comments, CRLF, an exemplar:
+    parsed in 64-byte pieces, the same frame as in one piece."""
+    lines = ["# HELP foo a gauge", "# TYPE foo gauge"]
+    for i in range(40):
+        labels = 'a="1",b="2"' if i % 3 else ' b = "2" , a="1" ,'  # one series, two spellings
+        lines += [f"foo{{{labels}}} {i} {1793491200 + 30 * i}", f'bar{{gpu="{i % 4}",x=""}} {i / 2} {1793491200 + i}']
+        if i % 7 == 0:
+            lines += ["", "  # indented comment", f'baz{{g="{i}"}} 1 {1793491200 + i} # {{trace_id="t{i}"}} 1']
+    text = "\r\n".join(lines) + "\n# EOF\n\n"
+    sizes = _piece_sizes(monkeypatch)
+    small = parse_exposition(text.encode(), default_ts=T, chunk_bytes=64)
+    assert len(sizes) > 20 and max(sizes) < 64 + max(map(len, lines)) + 2
+    sizes.clear()
+    whole = parse_exposition(text.encode(), default_ts=T)
+    assert len(sizes) == 1
+    assert small.equals(whole) and whole.height == 40 + 40 + 6
+    assert whole.filter(pl.col("metric") == "foo")["a"].n_unique() == 1
+    assert whole[om.LINE].is_sorted() and whole[om.LINE][0] == 3
+
+
+@pytest.mark.parametrize(("text", "line", "what"), [
+    ("ok 1 1793491200\n" * 30 + 'foo{a="1"} 2 x\n' + "ok 1 1793491200\n" * 5, 31, "timestamp 'x'"),
+    ("ok 1 1793491200\n" * 30 + "# EOF\n" + "\n" * 40 + "ok 2 1793491200\n", 72, "content after `# EOF`"),
+    ("ok 1 1793491200\n" * 30 + 'foo{a=1} 2 3\n', 31, "malformed label set"),
+])
+def test_errors_in_later_pieces_name_their_line(text: str, line: int, what: str) -> None:
+    with pytest.raises(BadInput, match=rf"^m\.om:{line}: .*{what}"):
+        parse_exposition(text, name="m.om", default_ts=T, chunk_bytes=50)
+
+
+def test_not_utf8_in_a_later_piece_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.om"
+    path.write_bytes(b"\xef\xbb\xbf" + b"ok 1 1793491200\n" * 30 + b"ok{a=\"\xff\"} 1 1793491200\n")
+    with pytest.raises(BadInput, match=r"m\.om:31: not UTF-8 text \(byte 0xff\)"):
+        read_exposition(path, chunk_bytes=40)
+
+
+def _loaded(path: Path, tmp_path: Path, name: str) -> dict[str, object]:
+    cfg = Config(db_path=tmp_path / f"{name}.duckdb", cluster="test")
+    with Warehouse(cfg.db_path) as wh:
+        report = load_openmetrics(wh, cfg, path)
+        tables = {t: wh.sql(f"SELECT * FROM {t} ORDER BY ALL").rows()
+                  for t in ("gpu_samples", "gpus", "pods", "nodes", "gpu_hourly", "pod_cpu_samples", "clusters")}
+        state = wh.sql("SELECT source, status, cursor, rows_loaded, details FROM ingest_state").rows()
+    return {**tables, "state": state, "notes": report.notes, "rows": report.rows}
+
+
+def test_file_in_pieces_loads_what_one_piece_loads(tmp_path: Path, small_fleet_om: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load path streams: 64 KiB pieces and a GPU per DCGM part give the rows, counts and
+    notes of the file read whole and transformed at once (the earliest unidentified series is
+    the one named, whichever part it is in)."""
+    body = small_fleet_om.read_text()
+    # GPU-x's part comes first (line 2) but its unidentified series (a gpu index that is not
+    # one) is the last line; the series without a UUID on line 3 is the one to name
+    first = ('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x"} 5 1793491200\n'
+             'DCGM_FI_DEV_GPU_UTIL{gpu="3",Hostname="x"} 5 1793491200\n')
+    last = 'DCGM_FI_DEV_GPU_UTIL{gpu="nvswitch0",UUID="GPU-x"} 5 1793491200\n'
+    path = tmp_path / "metrics.om"
+    path.write_text(body.replace("# EOF\n", last + "# EOF\n", 1).replace("\n", "\n" + first, 1))
+    monkeypatch.setattr(om, "CHUNK_BYTES", path.stat().st_size + 1)
+    monkeypatch.setattr(om, "DCGM_POINTS_PER_PART", 10**9)
+    sizes = _piece_sizes(monkeypatch)
+    whole = _loaded(path, tmp_path, "whole")
+    assert len(sizes) == 1
+    sizes.clear()
+    monkeypatch.setattr(om, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(om, "DCGM_POINTS_PER_PART", 1)
+    parts = om._gpu_parts
+    n_parts: list[int] = []
+    monkeypatch.setattr(om, "_gpu_parts", lambda *a: n_parts.append(len(p := parts(*a))) or p)
+    pieces = _loaded(path, tmp_path, "pieces")
+    assert len(sizes) > 50 and max(sizes) < (1 << 16) + 1000
+    assert n_parts == [7]  # the six GPUs and the series without one
+    assert pieces == whole
+    assert any('skipped 2 DCGM series' in n and 'metrics.om:3: DCGM_FI_DEV_GPU_UTIL{Hostname="x",gpu="3"}' in n
+               for n in pieces["notes"]), pieces["notes"]

@@ -122,6 +122,7 @@ class TransformStats:
     dropped: Dropped = field(default_factory=lambda: Dropped({}))
     unidentified_series: set[tuple[object, ...]] = field(default_factory=set)  # skipped: no usable GPU identity
     unidentified_example: str | None = None
+    unidentified_line: int | None = None  # the example's line in a file: the earliest one is kept
     dcgm_like: set[str] = field(default_factory=set)   # DCGM-family metric names seen
     mapped: set[str] = field(default_factory=set)      # ... of which gpuinsight reads these
     dcgm_like_series: int = 0
@@ -292,9 +293,12 @@ def _drop_unidentified(s: pl.DataFrame, stats: TransformStats) -> pl.DataFrame:
     # a series once, whatever the batches and their columns
     stats.unidentified_series.update(tuple(sorted((k, v) for k, v in r.items() if v is not None))
                                      for r in first.select(labels).iter_rows(named=True))
-    if stats.unidentified_example is None:
-        row = first.row(0, named=True)
+    row = first.row(0, named=True)
+    line = row.get(LINE)
+    earlier = line is not None and stats.unidentified_line is not None and line < stats.unidentified_line
+    if stats.unidentified_example is None or earlier:  # a file's series come in several parts
         stats.unidentified_example = _location({k: v for k, v in row.items() if k != "ts" and k != "value"})
+        stats.unidentified_line = line
     return s.filter(ok)
 
 

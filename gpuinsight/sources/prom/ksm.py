@@ -71,6 +71,10 @@ _TIME_SERIES = ("kube_pod_created", "kube_pod_start_time", "kube_pod_status_sche
 _DEVICE_SERIES = ("kube_pod_container_resource_requests", "kube_pod_container_resource_limits",
                   "kube_pod_init_container_resource_requests", "kube_node_status_capacity",
                   "kube_node_status_allocatable")
+# What check_ksm_values reads.
+CHECKED_SERIES = (*_TIME_SERIES, *_DEVICE_SERIES)
+# What ksm_pods reads besides the kube_pod_* series.
+POD_OWNER_SERIES = ("kube_replicaset_owner", "kube_job_owner")
 
 
 def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None = None) -> None:
@@ -210,8 +214,8 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
             "--metric-labels-allowlist): Volcano queue and job names of pods are unknown from metrics; they are "
             "filled from PodGroups/Jobs of a kubectl dump or the API (collect kubernetes), or run "
             f"kube-state-metrics with {ALLOWLIST_FLAG}")
-    rs_owner = _owner_map(series, "kube_replicaset_owner", "replicaset")
-    job_owner = _owner_map(series, "kube_job_owner", "job_name")
+    rs_owner = _owner_map(series, POD_OWNER_SERIES[0], "replicaset")
+    job_owner = _owner_map(series, POD_OWNER_SERIES[1], "job_name")
 
     rows = []
     for uid, p in by_uid.items():
