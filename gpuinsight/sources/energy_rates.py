@@ -11,8 +11,6 @@ their own, one region at a time (:func:`set_energy_rate`) or from a CSV
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadReport
-from gpuinsight.textfile import utf8_text
+from gpuinsight.textfile import csv_records
 from gpuinsight.warehouse.db import Warehouse
 
 REQUIRED = ("region", "usd_per_kwh", "kg_co2e_per_kwh")
@@ -55,39 +53,23 @@ def set_energy_rate(wh: Warehouse, region: str, usd_per_kwh: float, kg_co2e_per_
 
 def read_energy_rates(path: Path) -> pl.DataFrame:
     """Parse and check a rates CSV: one row per region, every error as ``FILE:LINE: ...``."""
-    fh = io.StringIO(utf8_text(path), newline="")
     rows: list[dict[str, object]] = []
     seen: dict[str, int] = {}
-    with fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED if c not in header]
-        if missing:
-            raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)} (need {','.join(REQUIRED)})")
-        reader.fieldnames = header
-        try:
-            for record in reader:
-                where = f"{path}:{reader.line_num}"
-                if None in record or any(record.get(c) is None for c in REQUIRED):
-                    raise BadInput(f"{where}: expected {len(header)} fields")
-                if not any((v or "").strip() for v in record.values()):
-                    continue
-                region = record["region"].strip()
-                values = []
-                for column in ("usd_per_kwh", "kg_co2e_per_kwh"):
-                    text = record[column].strip()
-                    try:
-                        values.append(float(text))
-                    except ValueError:
-                        raise BadInput(f"{where}: {column}: not a number: {text[:40]!r}") from None
-                check_rate(region, values[0], values[1], where)
-                if region in seen:
-                    raise BadInput(f"{where}: duplicate region {region!r} (first at line {seen[region]})")
-                seen[region] = reader.line_num
-                rows.append({"region": region, "usd_per_kwh": values[0], "kg_co2e_per_kwh": values[1],
-                             "source": (record.get("source") or "").strip() or f"rates file {path.name}"})
-        except csv.Error as exc:
-            raise BadInput(f"{path}:{reader.line_num}: {exc}") from None
+    for line, where, record in csv_records(path, REQUIRED):
+        region = record["region"].strip()
+        values = []
+        for column in ("usd_per_kwh", "kg_co2e_per_kwh"):
+            text = record[column].strip()
+            try:
+                values.append(float(text))
+            except ValueError:
+                raise BadInput(f"{where}: {column}: not a number: {text[:40]!r}") from None
+        check_rate(region, values[0], values[1], where)
+        if region in seen:
+            raise BadInput(f"{where}: duplicate region {region!r} (first at line {seen[region]})")
+        seen[region] = line
+        rows.append({"region": region, "usd_per_kwh": values[0], "kg_co2e_per_kwh": values[1],
+                     "source": (record.get("source") or "").strip() or f"rates file {path.name}"})
     if not rows:
         raise BadInput(f"{path}: no rates")
     return pl.DataFrame(rows, schema=SCHEMA)

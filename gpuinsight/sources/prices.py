@@ -9,10 +9,8 @@ spot price means unknown (NULL). A catalog is a snapshot: loading it replaces it
 
 from __future__ import annotations
 
-import csv
 import functools
 import html
-import io
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
@@ -27,7 +25,7 @@ from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.paths import package_data_dir
 from gpuinsight.sources.base import LoadContract, LoadReport
 from gpuinsight.sources.dcgm import MAX_FB_MIB
-from gpuinsight.textfile import utf8_text
+from gpuinsight.textfile import csv_records
 from gpuinsight.warehouse.db import Warehouse
 
 CONTRACT = LoadContract(
@@ -82,59 +80,42 @@ MAX_USD_PER_HOUR = 10_000.0      # ten times the dearest GPU instance of any clo
 
 def read_catalog(path: Path) -> tuple[pl.DataFrame, dict[str, str | None]]:
     """Parse and validate a catalog CSV: (rows, metadata {catalog, region, as_of, source})."""
-    fh = io.StringIO(utf8_text(path), newline="")
     rows: list[dict[str, object]] = []
     meta: dict[str, set[str]] = {"catalog": set(), "region": set(), "as_of": set(), "source": set()}
     seen: dict[tuple[str, str], int] = {}
-    with fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED if c not in header]
-        if missing:
-            raise BadInput(f"{path}:1: missing column(s) {', '.join(missing)} (need {','.join(REQUIRED)})")
-        reader.fieldnames = header
-        try:
-            for record in reader:
-                line = reader.line_num
-                where = f"{path}:{line}"
-                if None in record or any(record.get(c) is None for c in REQUIRED):
-                    raise BadInput(f"{where}: expected {len(header)} fields")
-                if not any((v or "").strip() for v in record.values()):
-                    continue
-                instance_type = record["instance_type"].strip()
-                memory = _number(record.get("gpu_memory_mib") or "", "gpu_memory_mib", where, required=False)
-                if memory is not None and memory > MAX_FB_MIB:
-                    raise BadInput(f"{where}: gpu_memory_mib: {memory:g} is more than any GPU holds")
-                model = canonical_gpu_model(record["gpu_model"].strip(), memory)
-                if not model:
-                    raise BadInput(f"{where}: gpu_model is empty")
-                count_text = record["gpu_count"].strip()
-                if count_text:
-                    count = _number(count_text, "gpu_count", where, required=True)
-                    if count is None or not float(count).is_integer() or count > MAX_GPUS_PER_INSTANCE:
-                        raise BadInput(f"{where}: gpu_count: expected a whole number 0..{MAX_GPUS_PER_INSTANCE}, "
-                                       f"got {count_text[:40]!r}")
-                elif instance_type:
-                    raise BadInput(f"{where}: gpu_count is empty")
-                else:
-                    count = 1.0  # per-GPU-model row: price per GPU-hour
-                key = (instance_type, model)
-                if key in seen:
-                    raise BadInput(f"{where}: duplicate row for {instance_type or model!s} (first at line {seen[key]})")
-                seen[key] = line
-                for column in meta:
-                    meta[column].add((record.get(column) or "").strip())
-                rows.append({
-                    "instance_type": instance_type,
-                    "gpu_model": model,
-                    "gpu_count": int(count),
-                    "on_demand_usd_per_hour": _number(record["on_demand_usd_per_hour"], "on_demand_usd_per_hour",
-                                                      where, required=True),
-                    "spot_usd_per_hour": _number(record["spot_usd_per_hour"], "spot_usd_per_hour", where,
-                                                 required=False),
-                })
-        except csv.Error as exc:
-            raise BadInput(f"{path}:{reader.line_num}: {exc}") from None
+    for line, where, record in csv_records(path, REQUIRED):
+        instance_type = record["instance_type"].strip()
+        memory = _number(record.get("gpu_memory_mib") or "", "gpu_memory_mib", where, required=False)
+        if memory is not None and memory > MAX_FB_MIB:
+            raise BadInput(f"{where}: gpu_memory_mib: {memory:g} is more than any GPU holds")
+        model = canonical_gpu_model(record["gpu_model"].strip(), memory)
+        if not model:
+            raise BadInput(f"{where}: gpu_model is empty")
+        count_text = record["gpu_count"].strip()
+        if count_text:
+            count = _number(count_text, "gpu_count", where, required=True)
+            if count is None or not float(count).is_integer() or count > MAX_GPUS_PER_INSTANCE:
+                raise BadInput(f"{where}: gpu_count: expected a whole number 0..{MAX_GPUS_PER_INSTANCE}, "
+                               f"got {count_text[:40]!r}")
+        elif instance_type:
+            raise BadInput(f"{where}: gpu_count is empty")
+        else:
+            count = 1.0  # per-GPU-model row: price per GPU-hour
+        key = (instance_type, model)
+        if key in seen:
+            raise BadInput(f"{where}: duplicate row for {instance_type or model!s} (first at line {seen[key]})")
+        seen[key] = line
+        for column in meta:
+            meta[column].add((record.get(column) or "").strip())
+        rows.append({
+            "instance_type": instance_type,
+            "gpu_model": model,
+            "gpu_count": int(count),
+            "on_demand_usd_per_hour": _number(record["on_demand_usd_per_hour"], "on_demand_usd_per_hour",
+                                              where, required=True),
+            "spot_usd_per_hour": _number(record["spot_usd_per_hour"], "spot_usd_per_hour", where,
+                                         required=False),
+        })
     if not rows:
         raise BadInput(f"{path}: no price rows")
     info = {column: _same(values, column, path) for column, values in meta.items()}
