@@ -270,6 +270,8 @@ def _raw(s: pl.DataFrame, step_s: int, notes: dict[str, int] | None) -> pl.DataF
             rows = rows.filter(pl.col(k) == v) if k in rows.columns else rows.clear()
         if rows.height == 0:
             continue
+        if m.kind == "histogram" and "le" not in rows.columns:
+            continue  # buckets without an upper bound give no quantile (histogram_quantile ignores them)
         if m.kind == "gauge":
             g = rows.with_columns(_step_of(pl.col("ts"), step_s).alias("ts")).group_by(
                 "_ns", "_pod", "_model", "ts").agg(pl.col("value").mean().alias("avg"), pl.col("value").max().alias("max"))
