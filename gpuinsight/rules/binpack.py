@@ -65,6 +65,7 @@ from gpuinsight.rules.pool_plan import (
     solve_limits,
 )
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 
 class BinpackRule(Rule):
@@ -98,7 +99,7 @@ class BinpackRule(Rule):
             by = ctx.leaves_by(p.pod_key, p.workload_key)
             if by:
                 leaving[p.node_key].append({"namespace": p.namespace, "pod": p.pod, "finding": by})
-        pools: dict[PoolKey, list[Any]] = defaultdict(list)
+        pools: dict[PoolKey, list[Row]] = defaultdict(list)
         for n in ctx.rows(frames, "nodes_current"):
             key = n.node_key
             if not plannable(n, key, ctx) or not (pods_on.get(key) or ctx.partitioned_gpus(key)):
@@ -115,7 +116,7 @@ class BinpackRule(Rule):
                 out.append(rec)
         return out
 
-    def _plan_pool(self, pool_key: tuple[Any, ...], members: list[Any], problem: PoolProblem,
+    def _plan_pool(self, pool_key: tuple[Any, ...], members: list[Row], problem: PoolProblem,
                    pod_rows: list[PoolPodRow], leaving: dict[NodeKey, list[dict[str, Any]]],
                    settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         cluster, pool, zone, model = pool_key

@@ -10,6 +10,7 @@ import polars as pl
 from gpuinsight.config import DEFAULT_CLUSTER
 from gpuinsight.plan import HOURS_PER_MONTH
 from gpuinsight.rules.settings import Setting
+from gpuinsight.sql.rows import Row
 
 # how much history a workload-level verdict needs (shared by idle and consolidation)
 MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")
@@ -55,12 +56,12 @@ def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) ->
     return num(w["hours"].max())
 
 
-def cluster_of(r: Any) -> str:
+def cluster_of(r: Row) -> str:
     """The cluster a model row (typed, :mod:`gpuinsight.sql.rows`) is about (none: the default one)."""
     return str(r.cluster or DEFAULT_CLUSTER)
 
 
-def workload_ref(r: Any) -> dict[str, Any]:
+def workload_ref(r: Row) -> dict[str, Any]:
     """A workload row's (kind, namespace, name, cluster), as a finding's target names it."""
     return {"kind": r.workload_kind or "Pod", "namespace": r.namespace, "name": r.workload, "cluster": cluster_of(r)}
 
@@ -80,12 +81,12 @@ def compute_peak_of(peak_p95: Any, gr_p95: Any, sm_p95: Any) -> float:
     return peak if peak > 0 else max(num(gr_p95), num(sm_p95))
 
 
-def compute_peak(r: Any) -> float:
+def compute_peak(r: Row) -> float:
     """:func:`compute_peak_of` a ``workload_gpu_profile`` row."""
     return compute_peak_of(r.peak_p95, r.gr_p95, r.sm_p95)
 
 
-def compute_evidence(r: Any) -> dict[str, Any]:
+def compute_evidence(r: Row) -> dict[str, Any]:
     """The peak compute figure of a ``workload_gpu_profile`` row and the resolution it was
     measured at, for a finding's evidence."""
     step = r.step_s

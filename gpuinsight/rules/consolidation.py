@@ -68,6 +68,7 @@ from gpuinsight.rules.serving import (
     unit_cost_evidence,
 )
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
 # what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
@@ -115,8 +116,8 @@ class ConsolidationRule(Rule):
                     settings["server_context_mib"])
         nodes = {n.node_key: n for n in ctx.rows(frames, "nodes_current")}
         inputs = PoolInputs(frames, ctx)
-        placed_now: dict[NodeKey, list[Any]] = defaultdict(list)
-        pods_of: dict[WorkloadKey, list[Any]] = defaultdict(list)
+        placed_now: dict[NodeKey, list[Row]] = defaultdict(list)
+        pods_of: dict[WorkloadKey, list[Row]] = defaultdict(list)
         for p in inputs.placement:
             placed_now[p.node_key].append(p)
             pods_of[p.workload_key].append(p)
@@ -143,7 +144,7 @@ class ConsolidationRule(Rule):
         for d in demands:
             if id(d) not in taken:
                 by_pool[pool_key(d.node_row)].append(d)
-        pool_nodes: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
+        pool_nodes: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
         for key, n in nodes.items():
             if pool_key(n) in by_pool and plannable(n, key, ctx):
                 pool_nodes[pool_key(n)].append(n)
@@ -157,7 +158,7 @@ class ConsolidationRule(Rule):
         return out
 
     def _demands(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any], ctx: PlanContext,
-                 nodes: dict[NodeKey, Any], pods_of: dict[WorkloadKey, list[Any]],
+                 nodes: dict[NodeKey, Row], pods_of: dict[WorkloadKey, list[Row]],
                  inputs: PoolInputs, t: Targets) -> list[Demand]:
         out = []
         serving, memory = serving_by_workload(frames, ctx), memory_by_workload(frames, ctx)
@@ -255,7 +256,7 @@ class ConsolidationRule(Rule):
                 f"{pct(d.compute)}% of a {r.gpu_model or 'GPU'} at peak")
 
     def _slot_finding(self, d: Demand, slot: Slot, settings: dict[str, Any], ctx: PlanContext,
-                      nodes: dict[NodeKey, Any]) -> Recommendation:
+                      nodes: dict[NodeKey, Row]) -> Recommendation:
         """A free instance of a node already running MIG: the workload frees its GPU less the slice."""
         r, prof = d.row, slot.profile
         cluster = d.key[0]
@@ -277,7 +278,7 @@ class ConsolidationRule(Rule):
                                     granted, evidence, settings)
 
     def _commit(self, sharing: PoolSharing, settings: dict[str, Any], ctx: PlanContext,
-                nodes: dict[NodeKey, Any]) -> list[Recommendation]:
+                nodes: dict[NodeKey, Row]) -> list[Recommendation]:
         """The findings of one pool's plan: claims on GPUs the plan leaves free, and what the later
         rules must know (pods leaving, partitioned GPUs, sharing hosts, pods moved)."""
         cluster = sharing.key[0]
@@ -301,7 +302,7 @@ class ConsolidationRule(Rule):
         return out
 
     def _claim(self, rid: str, d: Demand, gpus: float, ctx: PlanContext,
-               nodes: dict[NodeKey, Any], room: dict[str, float], hosts: set[str]) -> float:
+               nodes: dict[NodeKey, Row], room: dict[str, float], hosts: set[str]) -> float:
         """Claim ``gpus`` GPUs for a finding on GPUs the pool's plan leaves free: its own node
         first, then the others (sharing hosts last); dollars per hour granted."""
         cluster = d.key[0]
@@ -323,7 +324,7 @@ class ConsolidationRule(Rule):
         return granted
 
     def _repartition_finding(self, d: Demand, prof: MigProfile, index: int, rp: Repartition, settings: dict[str, Any],
-                             ctx: PlanContext, nodes: dict[NodeKey, Any],
+                             ctx: PlanContext, nodes: dict[NodeKey, Row],
                              room: dict[str, float], extra: list[dict[str, Any]]) -> Recommendation:
         r, cluster = d.row, d.key[0]
         gpu = rp.gpus[index]
@@ -354,7 +355,7 @@ class ConsolidationRule(Rule):
                                     granted, evidence, settings)
 
     def _host_finding(self, d: Demand, host: Host, settings: dict[str, Any], ctx: PlanContext,
-                      nodes: dict[NodeKey, Any], room: dict[str, float],
+                      nodes: dict[NodeKey, Row], room: dict[str, float],
                       extra: list[dict[str, Any]]) -> Recommendation:
         r, cluster, choice = d.row, d.key[0], host.choice
         kind = KIND_OF_MODE[choice.mode]
@@ -398,12 +399,12 @@ class ConsolidationRule(Rule):
         return self._recommendation(kind, rid, d, title, proposed, target, granted, evidence, settings)
 
 
-def _device_mib(r: Any) -> float:
+def _device_mib(r: Row) -> float:
     """The memory of the device a workload holds now (a whole GPU of its model)."""
     return float(MEMORY_MIB.get(r.gpu_model or "", 0) or num(r.gpu_memory_mib))
 
 
-def _gpu_price(n: Any) -> float:
+def _gpu_price(n: Row) -> float:
     return num(n.usd_per_hour) / max(num(n.gpu_count, 1), 1)
 
 
@@ -441,11 +442,11 @@ def _move(m: dict[str, Any]) -> dict[str, Any]:
             "gang": m.get("gang"), "gpus": m["gpus"], "from": m["from"]}
 
 
-def group_key(node: Any) -> tuple[Any, ...]:
+def group_key(node: Row) -> tuple[Any, ...]:
     return (str(node.cluster or ""), node.gpu_model, node.capacity_type, node.zone)
 
 
-def free_slots(key: tuple[Any, ...], capacity: list[Any], nodes: dict[NodeKey, Any],
+def free_slots(key: tuple[Any, ...], capacity: list[Row], nodes: dict[NodeKey, Row],
                profiles: list[MigProfile]) -> list[Slot]:
     """Free instances of nodes in the group that already run MIG (mig_capacity)."""
     by_name = {p.profile: p for p in profiles}

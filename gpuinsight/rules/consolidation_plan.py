@@ -33,6 +33,7 @@ from typing import Any
 from gpuinsight.rules.common import compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits, fits_a_layout, slice_profiles, slices_for
 from gpuinsight.rules.serving import ServingSize, serving_size
+from gpuinsight.sql.rows import Row
 
 # Per-GPU instance classes of mig-parted's `all-balanced` (2 x 1g, 1 x 2g, 1 x 3g on 7-slice GPUs).
 BALANCED = ((3, 4), (2, 2), (1, 1), (1, 1))
@@ -70,7 +71,7 @@ class Targets:
     server_context_mib: float = 1024.0  # the CUDA context a server holds beside the share it reserves
 
 
-def demand_size(profile: Any, facts: Any | None, t: Targets) -> tuple[float, float]:
+def demand_size(profile: Row, facts: Row | None, t: Targets) -> tuple[float, float]:
     """What a workload (its ``workload_gpu_profile`` row; ``facts``: its ``serving_memory`` row)
     must be given where it shares a GPU: framebuffer (MiB: the observed maximum plus headroom; an
     inference server what it reserves, or what it needs of it,

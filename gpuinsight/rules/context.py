@@ -24,7 +24,7 @@ from gpuinsight.rules.ledger import Ledger
 from gpuinsight.rules.production import DEFAULT, ProductionClassifier
 from gpuinsight.rules.settings import Resolved
 from gpuinsight.rules.topology_domains import Topology, build_topology
-from gpuinsight.sql.rows import typed_rows
+from gpuinsight.sql.rows import Row, typed_rows
 
 TOPOLOGY_LEVELS = ("nvlink", "rack", "block")
 
@@ -48,7 +48,7 @@ class PlanContext:
     _pod_node: dict[PodKey, str] = field(default_factory=dict, repr=False)
     _moved_off_by: dict[PodKey, str] = field(default_factory=dict, repr=False)
     _topology: Topology | None = field(default=None, repr=False)
-    _rows: dict[str, list[Any]] = field(default_factory=dict, repr=False)
+    _rows: dict[str, list[Row]] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
 
     def note(self, text: str) -> None:

@@ -29,6 +29,7 @@ from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 POOL_KINDS = ("karpenter", "eks-nodegroup")
@@ -49,7 +50,7 @@ class CpuPodsOnGpuNodesRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        groups: dict[tuple[str, str, str | None], list[Any]] = defaultdict(list)
+        groups: dict[tuple[str, str, str | None], list[Row]] = defaultdict(list)
         for r in ctx.rows(frames, "gpu_nodes_held_by_cpu_pods"):
             pool = r.node_pool
             key = (cluster_of(r), pool or r.node, r.node_pool_kind if pool else None)
@@ -62,7 +63,7 @@ class CpuPodsOnGpuNodesRule(Rule):
             out.append(self._finding(cluster, name, pool_kind, nodes, settings, ctx))
         return out
 
-    def _finding(self, cluster: str, name: str, pool_kind: str | None, nodes: list[Any],
+    def _finding(self, cluster: str, name: str, pool_kind: str | None, nodes: list[Row],
                  settings: dict[str, Any], ctx: PlanContext) -> Recommendation:
         pooled = pool_kind is not None
         target_kind = {"karpenter": "NodePool", "eks-nodegroup": "NodeGroup"}.get(pool_kind or "", "Node")

@@ -39,6 +39,7 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.effects import WorkloadLeaves
 from gpuinsight.rules.serving import served_nothing, serving_by_workload
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 
 class IdleRule(Rule):
@@ -144,7 +145,7 @@ class IdleRule(Rule):
         )
 
 
-def periodic_hours(r: Any, settings: dict[str, Any]) -> list[int] | None:
+def periodic_hours(r: Row, settings: dict[str, Any]) -> list[int] | None:
     """The UTC hours to keep running (recurring active hours with a margin), or None if the
     workload is not periodic: it must recur on at least two days and do little in between."""
     recurring = [int(h) for h in r.recurring_hours_utc or []]

@@ -52,6 +52,7 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 FIXES = {
     "cpu": ["more data-loader workers (e.g. PyTorch DataLoader num_workers)", "a larger CPU request for the pod",
@@ -113,7 +114,7 @@ class InputStarvedRule(Rule):
             out.append(self._finding(r, sig, frames, settings, ctx, hours))
         return out
 
-    def _finding(self, r: Any, sig: Any, frames: dict[str, pl.DataFrame],
+    def _finding(self, r: Any, sig: Row, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext, hours: float) -> Recommendation:
         duty = num(sig.duty_cycle)
         target = settings["target_duty_cycle"]
@@ -187,11 +188,11 @@ class InputStarvedRule(Rule):
         )
 
 
-def stall_fraction(sig: Any) -> float:
+def stall_fraction(sig: Row) -> float:
     return num(sig.idle_step_fraction) + num(sig.mixed_step_fraction)
 
 
-def starved(sig: Any, settings: dict[str, Any]) -> bool:
+def starved(sig: Row, settings: dict[str, Any]) -> bool:
     """The GPU pattern of input starvation: bursts, a low duty cycle, stalls, a resident model."""
     burst = num(sig.burst_level)
     if burst < settings["min_burst_level"] or num(sig.duty_cycle, 1.0) > settings["max_duty_cycle"]:
@@ -206,7 +207,7 @@ def starved(sig: Any, settings: dict[str, Any]) -> bool:
     return idle_fb is None or busy_fb <= 0 or num(idle_fb) >= settings["min_fb_idle_ratio"] * busy_fb
 
 
-def diagnose(sig: Any, settings: dict[str, Any]) -> tuple[str, str, set[str]]:
+def diagnose(sig: Row, settings: dict[str, Any]) -> tuple[str, str, set[str]]:
     """(cause, why, what was measured) from what was busy while the GPU waited."""
     measured: set[str] = set()
     cpu_idle, request = sig.cpu_idle_cores, sig.cpu_request

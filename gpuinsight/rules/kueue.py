@@ -27,13 +27,14 @@ from typing import Any
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.queue import CLUSTER_QUEUE, QUEUE
 from gpuinsight.rules.common import cluster_of, monthly, num
+from gpuinsight.sql.rows import Row
 
 
 def _ceil(value: float) -> float:
     return float(math.ceil(value - 1e-9))
 
 
-def _row_change(r: Any, settings: dict[str, Any], queue_has_gpu_driver: bool) -> dict[str, Any] | None:
+def _row_change(r: Row, settings: dict[str, Any], queue_has_gpu_driver: bool) -> dict[str, Any] | None:
     """The new nominalQuota (and lendingLimit) of one flavor and resource, or None."""
     nominal = num(r.nominal_quota)
     p95, peak = num(r.used_p95), num(r.used_max)
@@ -69,8 +70,8 @@ def _row_change(r: Any, settings: dict[str, Any], queue_has_gpu_driver: bool) ->
     return change
 
 
-def kueue_findings(rows: list[Any], settings: dict[str, Any], usd_per_gpu_hour: float) -> list[Recommendation]:
-    by_queue: dict[tuple[str, str], list[Any]] = defaultdict(list)
+def kueue_findings(rows: list[Row], settings: dict[str, Any], usd_per_gpu_hour: float) -> list[Recommendation]:
+    by_queue: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         if r.gpu_resource:
             by_queue[(cluster_of(r), r.cluster_queue)].append(r)
@@ -90,8 +91,8 @@ def kueue_findings(rows: list[Any], settings: dict[str, Any], usd_per_gpu_hour: 
     return out
 
 
-def _finding(cluster: str, name: str, changes: list[tuple[Any, dict[str, Any]]],
-             qrows: list[Any], settings: dict[str, Any], usd_per_gpu_hour: float) -> Recommendation:
+def _finding(cluster: str, name: str, changes: list[tuple[Row, dict[str, Any]]],
+             qrows: list[Row], settings: dict[str, Any], usd_per_gpu_hour: float) -> Recommendation:
     proposed, current, rows_evidence = [], [], []
     idle_gpus = 0.0
     starved = any(c["why"] == "starved" for _, c in changes)

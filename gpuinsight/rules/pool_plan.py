@@ -36,16 +36,17 @@ from gpuinsight.rules.pack_bound import (
     solve_exact,
     solve_greedy,
 )
+from gpuinsight.sql.rows import Row
 
 PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
 
 
-def pool_key(node: Any) -> PoolKey:
+def pool_key(node: Row) -> PoolKey:
     """The pool of a ``nodes_current`` row."""
     return (str(node.cluster or ""), node.node_pool, node.zone, node.gpu_model)
 
 
-def plannable(n: Any, key: NodeKey, ctx: PlanContext) -> bool:
+def plannable(n: Row, key: NodeKey, ctx: PlanContext) -> bool:
     """Whole-GPU nodes the pool planner may move work between, partition GPUs of or release:
     not running MIG or a sharing config already (a node whose pods hold fractions of shared GPUs
     is shared: its GPUs are not whole-GPU bins), not a sharing host or released by this plan."""
@@ -58,7 +59,7 @@ def plannable(n: Any, key: NodeKey, ctx: PlanContext) -> bool:
     return not ctx.ledger.is_released(key) and num(n.gpus_held) <= num(n.gpu_count) + 1e-9
 
 
-def pdb_key(b: Any) -> BudgetKey:
+def pdb_key(b: Row) -> BudgetKey:
     """A PDB's budget (a ``disruption_budgets`` row): a PDB covers its own cluster's pods."""
     return BudgetKey(BudgetKind.PDB, cluster_of(b), b.namespace, b.name)
 
@@ -68,7 +69,7 @@ def gang_budget(cluster: str, namespace: str, gang: str) -> BudgetKey:
     return BudgetKey(BudgetKind.GANG, cluster, namespace, gang)
 
 
-def pdb_budgets(placement: list[Any], pdbs: list[Any]) -> dict[BudgetKey, int]:
+def pdb_budgets(placement: list[Row], pdbs: list[Row]) -> dict[BudgetKey, int]:
     """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
     pods = LabelIndex(placement, lambda p: (cluster_of(p), p.namespace), lambda p: as_map(p.labels))
     out = {}
@@ -79,7 +80,7 @@ def pdb_budgets(placement: list[Any], pdbs: list[Any]) -> dict[BudgetKey, int]:
     return out
 
 
-def pod_budgets(p: Any, pdbs_by_ns: dict[tuple[str, str], list[Any]]) -> tuple[BudgetKey, ...]:
+def pod_budgets(p: Row, pdbs_by_ns: dict[tuple[str, str], list[Row]]) -> tuple[BudgetKey, ...]:
     """The PDBs whose selector covers a ``placement_current`` pod."""
     labels = as_map(p.labels)
     return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p.namespace), [])
@@ -94,7 +95,7 @@ class PoolInputs:
         self.placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         self.budgets = pdb_budgets(self.placement, pdbs)
-        self.pdbs_by_ns: dict[tuple[str, str], list[Any]] = defaultdict(list)  # a PDB is its cluster's
+        self.pdbs_by_ns: dict[tuple[str, str], list[Row]] = defaultdict(list)  # a PDB is its cluster's
         for b in pdbs:
             self.pdbs_by_ns[(cluster_of(b), b.namespace)].append(b)
 
@@ -108,7 +109,7 @@ class PoolPodRow:
     why: str
 
 
-def build_problem(key: PoolKey, members: list[Any], pods_on: dict[NodeKey, list[Any]],
+def build_problem(key: PoolKey, members: list[Row], pods_on: dict[NodeKey, list[Row]],
                   inputs: PoolInputs, settings: dict[str, Any], ctx: PlanContext,
                   ) -> tuple[PoolProblem, list[PoolPodRow]]:
     """The pool's problem: ``members`` are its nodes (``nodes_current`` rows), ``pods_on`` the
@@ -202,10 +203,10 @@ def method(plan: PoolPlan, settings: dict[str, Any]) -> str:
     return f"greedy ({why[stop]})" if stop is not None else "greedy"
 
 
-def pods_after(placement: list[Any], ctx: PlanContext) -> dict[NodeKey, list[Any]]:
+def pods_after(placement: list[Row], ctx: PlanContext) -> dict[NodeKey, list[Row]]:
     """The whole-GPU pods (``placement_current`` rows) on each node after the earlier findings:
     pods they take away are gone, pods they moved are on their new node."""
-    out: dict[NodeKey, list[Any]] = defaultdict(list)
+    out: dict[NodeKey, list[Row]] = defaultdict(list)
     for p in placement:
         pod = p.pod_key
         if ctx.is_gone(pod, p.workload_key):

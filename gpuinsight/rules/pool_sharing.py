@@ -47,6 +47,7 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile
 from gpuinsight.rules.pack_bound import PoolPlan, PoolProblem, check_plan
 from gpuinsight.rules.pool_plan import PoolInputs, PoolKey, PoolPodRow, build_problem, move_list, solve
+from gpuinsight.sql.rows import Row
 
 STRATEGY_LABEL = "nvidia.com/mig.strategy"
 # sharing hosts are chosen among this many candidate nodes at a time (those holding most small
@@ -99,7 +100,7 @@ class PoolSharing:
     room: list[dict[str, Any]] = field(default_factory=list)
 
 
-def node_strategy(n: Any, setting: str) -> str:
+def node_strategy(n: Row, setting: str) -> str:
     """The device plugin's MIG strategy on a node: the setting, else the node's label (GPU feature
     discovery writes it), else ``mixed`` (what per-GPU partitioning needs; a prerequisite)."""
     if setting in ("mixed", "single"):
@@ -107,8 +108,8 @@ def node_strategy(n: Any, setting: str) -> str:
     return str(label_map(n.labels).get(STRATEGY_LABEL) or "mixed")
 
 
-def plan_pool(key: PoolKey, members: list[Any], demands: list[Demand],
-              pods_on: dict[NodeKey, list[Any]], placed_now: dict[str, list[Any]],
+def plan_pool(key: PoolKey, members: list[Row], demands: list[Demand],
+              pods_on: dict[NodeKey, list[Row]], placed_now: dict[str, list[Row]],
               inputs: PoolInputs, profiles: list[MigProfile], layouts: list[Any], t: Targets,
               settings: dict[str, Any], ctx: PlanContext) -> PoolSharing | None:
     """Shared GPUs and the placement of a pool. ``pods_on``: whole-GPU pods per (cluster, node)
@@ -208,7 +209,7 @@ def _needed_moves(problem: PoolProblem, plan: PoolPlan, settings: dict[str, Any]
     return now, PoolPlan(assign, gangs, plan.method, plan.optimal, dict(plan.shared), True)
 
 
-def _mig_ok(n: Any, pods: list[Any], model: Any, settings: dict[str, Any]) -> bool:
+def _mig_ok(n: Row, pods: list[Row], model: Any, settings: dict[str, Any]) -> bool:
     """A node that may partition some GPUs: MIG-capable, mixed strategy, and every pod on it
     located on its GPUs (else the GPU to partition could be one a staying pod holds)."""
     if not is_mig_capable(model) or node_strategy(n, settings["mig_strategy"]) != "mixed":
@@ -216,7 +217,7 @@ def _mig_ok(n: Any, pods: list[Any], model: Any, settings: dict[str, Any]) -> bo
     return all(p.gpu_indices for p in pods if num(p.gpu_request) > 0)
 
 
-def _free_indices(n: Any, pods: list[Any], gpus: list[MigGpu]
+def _free_indices(n: Row, pods: list[Row], gpus: list[MigGpu]
                   ) -> tuple[list[int], list[tuple[int, Demand]]]:
     """GPUs of a node free now, and (GPU, small workload) of those held by a workload of
     ``gpus`` that may be stopped first (no PodDisruptionBudget, not a gang)."""
@@ -241,7 +242,7 @@ def _with_gangs(problem: PoolProblem, plan: PoolPlan, pods: set[int]) -> set[int
 
 
 def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[PoolPodRow],
-                 by_name: dict[str, Any], placed_now: dict[str, list[Any]]) -> None:
+                 by_name: dict[str, Row], placed_now: dict[str, list[Row]]) -> None:
     """Put each partitioned GPU on a node the plan gave room to, and choose its GPU index: a
     free GPU, else one a pod the plan moves away holds, else one of a small workload stopped first."""
     problem, plan = sharing.problem, sharing.plan
@@ -279,8 +280,8 @@ def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[PoolPodRow
         sharing.repartitions[nd.name] = rp
 
 
-def _choose_hosts(demands: list[Demand], members: list[Any],
-                  pods_on: dict[NodeKey, list[Any]], placed_now: dict[str, list[Any]],
+def _choose_hosts(demands: list[Demand], members: list[Row],
+                  pods_on: dict[NodeKey, list[Row]], placed_now: dict[str, list[Row]],
                   profiles: list[MigProfile], layouts: list[Any], t: Targets, settings: dict[str, Any],
                   cluster: str) -> list[Host]:
     """Nodes given one sharing configuration for all their GPUs, the node holding most of the
@@ -295,11 +296,11 @@ def _choose_hosts(demands: list[Demand], members: list[Any],
         on_node[d.node].append(d)
     small = {(d.key[1], d.pod) for d in demands}
 
-    def others(n: Any) -> float:
+    def others(n: Row) -> float:
         return sum(num(p.gpus) for p in pods_on.get(NodeKey(cluster, n.node), [])
                    if (p.namespace, p.pod) not in small)
 
-    def choose(n: Any) -> tuple[HostChoice, float] | None:
+    def choose(n: Row) -> tuple[HostChoice, float] | None:
         own = [d for d in on_node[n.node] if id(d) not in placed]
         if not own or any(p.mig_profile for p in pods_on.get(NodeKey(cluster, n.node), [])):
             return None

@@ -44,6 +44,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.effects import WorkloadLeaves
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 DONE = ("Complete", "Failed")
 HEAD_GROUP = "headgroup"
@@ -148,7 +149,7 @@ class RayRule(Rule):
         )
 
     # -- idle GPU workers held up by minReplicas -----------------------------------------------
-    def _workers(self, g: Any, s: Any, frames: dict[str, pl.DataFrame],
+    def _workers(self, g: Any, s: Row, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         if g.group_index is None or num(g.gpus_per_pod) <= 0:
             return None
@@ -248,7 +249,7 @@ class RayRule(Rule):
         )
 
 
-def _patch_target(g: Any) -> tuple[str, str]:
+def _patch_target(g: Row) -> tuple[str, str]:
     """Where the change is made: a RayService's own spec (KubeRay would revert its cluster), else
     the RayCluster (a RayJob's cluster is created once from the job and not reconciled back)."""
     if g.owner_kind == "RayService" and g.owner_name:
@@ -263,17 +264,17 @@ def _applies(kind: str) -> str:
     return "the RayCluster, in place"
 
 
-def _ray_cluster(r: Any) -> WorkloadKey:
+def _ray_cluster(r: Row) -> WorkloadKey:
     """The RayCluster of a ``ray_jobs`` or ``ray_groups`` row, as the workload its pods belong to."""
     return WorkloadKey(str(r.cluster or ""), r.namespace, str(r.ray_cluster))
 
 
-def _group_workload(g: Any) -> WorkloadKey:
+def _group_workload(g: Row) -> WorkloadKey:
     """The workload a ``ray_groups`` row's pods belong to, as the ledger claims it (the RayCluster)."""
     return WorkloadKey(str(g.cluster or ""), g.namespace, str(g.workload or g.ray_cluster))
 
 
-def _group_evidence(g: Any) -> dict[str, Any]:
+def _group_evidence(g: Row) -> dict[str, Any]:
     return {
         "ray_cluster": g.ray_cluster, "group": g.ray_group, "node_type": g.node_type,
         "owner": f"{g.owner_kind}/{g.owner_name}" if g.owner_kind else None,

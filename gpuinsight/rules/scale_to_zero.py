@@ -44,6 +44,7 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.idle import hours_label, periodic_hours
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.sources.prom.promql import regex_literal, selector
+from gpuinsight.sql.rows import Row
 
 HOURS_PER_WEEK = 168
 # what a pod of each kind is named after its workload: Deployment <name>-<rs hash>-<suffix>,
@@ -109,7 +110,7 @@ class ScaleToZeroRule(Rule):
                 out.append(rec)
         return out
 
-    def _finding(self, r: Any, s: Any, frames: dict[str, pl.DataFrame],
+    def _finding(self, r: Any, s: Row, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext, production: bool, why: str) -> Recommendation | None:
         cron = periodic_hours(r, {"periodic_max_hours": 23, "periodic_max_stray_per_day": float("inf"),
                                   "periodic_margin_hours": settings["cron_margin_hours"]})
@@ -217,14 +218,14 @@ def week_profile(slots: list[dict[str, Any]] | None, field: str, scale: float) -
     return out
 
 
-def request_query(r: Any, settings: dict[str, Any]) -> str:
+def request_query(r: Row, settings: dict[str, Any]) -> str:
     """Requests per second reaching the workload's Service at the ingress (0 when none)."""
     sel = selector(settings["request_metric"], [(settings["request_namespace_label"], "=", r.namespace),
                                                 (settings["request_service_label"], "=", r.workload)])
     return f"sum(rate({sel}[2m])) or vector(0)"
 
 
-def gpu_query(r: Any, settings: dict[str, Any]) -> str:
+def gpu_query(r: Row, settings: dict[str, Any]) -> str:
     """The busiest GPU of the workload's pods (0 when it has none running)."""
     pods = regex_literal(r.workload) + POD_NAME_PATTERNS.get(str(r.workload_kind), "-.+")
     sel = selector(settings["gpu_metric"], [(settings["gpu_namespace_label"], "=", r.namespace),

@@ -30,6 +30,7 @@ from gpuinsight.plan.kinds.server_memory import FRACTION_FLAGS, KEEP_BYTES_FLAGS
 from gpuinsight.rules.common import num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.sources.k8s.common import MapError, parse_quantity
+from gpuinsight.sql.rows import Row
 
 if TYPE_CHECKING:
     from gpuinsight.rules.consolidation_plan import Targets
@@ -120,7 +121,7 @@ def _server(facts: Any) -> str:
     return servers[0] if len(servers) == 1 else ""
 
 
-def serving_size(profile: Any, facts: Any | None, t: Targets) -> ServingSize | None:
+def serving_size(profile: Row, facts: Row | None, t: Targets) -> ServingSize | None:
     """How much framebuffer a serving workload (its ``workload_gpu_profile`` row, and ``facts``,
     its ``serving_memory`` row) must be given; None for other work. Only servers whose memory setting the change
     rewrites (``FRACTION_FLAGS``) are sized below their reservation, and only on a KV size stated
@@ -205,6 +206,6 @@ def server_setting(size: ServingSize | None, device_mib: float, device_mib_now: 
     return None
 
 
-def memory_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[WorkloadKey, Any]:
+def memory_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[WorkloadKey, Row]:
     """Workload -> its ``serving_memory`` row."""
     return {r.workload_key: r for r in ctx.rows(frames, MEMORY_MODEL)}

@@ -39,7 +39,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import csv
-from gpuinsight.sql.rows import make_row
+from gpuinsight.sql.rows import Row, make_row
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -169,11 +169,11 @@ def spot_pool_name(pool: str) -> str:
     return f"{base}-spot"
 
 
-def _policies(c: Any) -> list[dict[str, Any]]:
+def _policies(c: Row) -> list[dict[str, Any]]:
     """Every lifecycle policy ({event(s), action}) anywhere in the job's or its tasks' specs."""
     found: list[dict[str, Any]] = []
 
-    def walk(node: Any) -> None:
+    def walk(node: Row) -> None:
         if isinstance(node, dict):
             if "action" in node and ("event" in node or "events" in node):
                 found.append(node)
@@ -188,7 +188,7 @@ def _policies(c: Any) -> list[dict[str, Any]]:
     return found
 
 
-def tolerance(r: Any, c: Any, settings: dict[str, Any],
+def tolerance(r: Row, c: Row, settings: dict[str, Any],
               production: bool, checkpoint_h: float | None = None) -> tuple[str | None, str | None]:
     """Why the workload tolerates interruption, and its restart action; (None, None) if not.
     A job that checkpoints at most every ``max_task_hours`` loses at most that much whatever its
@@ -214,7 +214,7 @@ def tolerance(r: Any, c: Any, settings: dict[str, Any],
     return None, None
 
 
-def has_pdb(c: Any) -> bool:
+def has_pdb(c: Row) -> bool:
     """Is one of the workload's pods covered by a PodDisruptionBudget of its namespace
     (``matchLabels`` and ``matchExpressions``; an empty selector is not counted)?"""
     labels = label_map(c.pod_labels)
@@ -235,7 +235,7 @@ def parse_interval_hours(value: Any) -> float | None:
     return hours if hours > 0 else None
 
 
-def checkpoint_interval(r: Any, sig: Any | None,
+def checkpoint_interval(r: Row, sig: Row | None,
                         settings: dict[str, Any]) -> tuple[float, str] | None:
     """(interval in hours, how it is known): the owner's annotation or label, else periodic PCIe
     TX bursts regular enough and resolved by the step (at most half the interval), else None."""
@@ -259,7 +259,7 @@ def checkpoint_interval(r: Any, sig: Any | None,
                           f"every {gap / 60:.0f} min (cv {num(cv):.2f}) at {int(step)} s steps")
 
 
-def lost_hours(r: Any, ckpt: tuple[float, str] | None) -> tuple[float, str]:
+def lost_hours(r: Row, ckpt: tuple[float, str] | None) -> tuple[float, str]:
     """Hours of work one interruption loses on average, and why: half a checkpoint interval (never
     more than half a task), else half a task, else half the runtime so far."""
     task_h = num(r.runtime_p50_s) / 3600.0 if num(r.finished_pods) else None

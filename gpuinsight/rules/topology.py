@@ -49,6 +49,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
+from gpuinsight.sql.rows import Row
 
 
 @dataclass
@@ -119,8 +120,8 @@ class TopologyRule(Rule):
                 out.append(rec)
         return out
 
-    def _gang(self, cluster: str, ns: str, gang: str, wl: str, pods: list[Any], r: Any,
-              topo: Topology, nodes: dict[NodeKey, Any], held: dict[NodeKey, float],
+    def _gang(self, cluster: str, ns: str, gang: str, wl: str, pods: list[Row], r: Any,
+              topo: Topology, nodes: dict[NodeKey, Row], held: dict[NodeKey, float],
               asked: dict[tuple[str, str, str], Any], frames: dict[str, pl.DataFrame],
               settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         current = topo.span(cluster, [p.node for p in pods])
@@ -239,7 +240,7 @@ def label_key(topo: Topology, level: str, domain: str) -> str | None:
     return domain.split("=", 1)[0]
 
 
-def _asks_at_least(constraint: Any, tier: int | None) -> bool:
+def _asks_at_least(constraint: Row, tier: int | None) -> bool:
     """A ``gang_network_topology`` row already asks (hard) for this HyperNode tier or a tighter one."""
     nt = constraint.network_topology
     nt = json.loads(nt) if isinstance(nt, str) else (nt or {})

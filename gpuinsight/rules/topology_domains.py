@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.kubelabels import label_map, selector_matches
+from gpuinsight.sql.rows import Row
 
 # level names, tightest first; "node" and "zone" are always known. A label-derived domain is
 # named "<label key>=<value>" (the key is what a pod affinity's topologyKey needs).
@@ -110,7 +111,7 @@ class Topology:
         return order.index(level) if level in order else len(order)
 
 
-def _label_path(n: Any, labels: dict[str, str], keys: dict[str, tuple[str, ...]],
+def _label_path(n: Row, labels: dict[str, str], keys: dict[str, tuple[str, ...]],
                 reach: str) -> list[tuple[str, str, int | None]]:
     path: list[tuple[str, str, int | None]] = [("node", str(n.node), None)]
     for level in ("nvlink", "rack", "block"):
@@ -139,7 +140,7 @@ def _selects(member: dict[str, Any], name: str, labels: dict[str, str]) -> bool:
     return False
 
 
-def _hypernode_paths(nodes: list[Any], hypernodes: list[Any]) -> dict[str, list[tuple[str, str, int | None]]]:
+def _hypernode_paths(nodes: list[Row], hypernodes: list[Any]) -> dict[str, list[tuple[str, str, int | None]]]:
     """node -> [(level "tier<N>", hypernode, N)] for every HyperNode (``network_topology`` rows)
     holding it, tightest first."""
     members = {h.name: json.loads(h.members) if isinstance(h.members, str) else (h.members or []) for h in hypernodes}
@@ -180,15 +181,15 @@ def _hypernode_paths(nodes: list[Any], hypernodes: list[Any]) -> dict[str, list[
     return out
 
 
-def build_topology(nodes: list[Any], hypernodes: list[Any] | None = None,
+def build_topology(nodes: list[Row], hypernodes: list[Any] | None = None,
                    label_keys: dict[str, Any] | None = None) -> Topology:
     """Every node's domains; ``nodes`` are typed rows of ``nodes_current`` (node, zone, labels,
     gpu_model), ``hypernodes`` of ``network_topology``."""
     keys = {level: csv(v) for level, v in {**DEFAULT_LABELS, **(label_keys or {})}.items()}
-    by_cluster: dict[str, list[Any]] = {}
+    by_cluster: dict[str, list[Row]] = {}
     for n in nodes:
         by_cluster.setdefault(str(n.cluster or ""), []).append(n)
-    hn_by_cluster: dict[str, list[Any]] = {}
+    hn_by_cluster: dict[str, list[Row]] = {}
     for h in hypernodes or []:
         hn_by_cluster.setdefault(str(h.cluster or ""), []).append(h)
     out: dict[tuple[str, str], NodeDomains] = {}

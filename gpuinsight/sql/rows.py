@@ -91,3 +91,7 @@ def make_row(model: str, **values: Any) -> Any:
     if unknown:
         raise TypeError(f"model {model} declares no column(s) {', '.join(unknown)}")
     return cls._make(values.get(c) for c in cls._fields)
+
+
+# a typed row of some model (annotations: which model is said where the row is read)
+Row = ModelRow
