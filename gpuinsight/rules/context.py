@@ -60,7 +60,7 @@ class PlanContext:
         """A rule's resolved settings (the engine resolves every group before the first rule runs)."""
         return self.settings[name]
 
-    def rows(self, frames: Mapping[str, Any], name: str) -> list[Any]:
+    def rows(self, frames: Mapping[str, Any], name: str) -> list[Row]:
         """A model's frame as its typed rows (:mod:`gpuinsight.sql.rows`), converted once per plan."""
         frame = frames.get(name)  # asked every time: a rule's frames refuse a model it does not declare
         if name not in self._rows:
