@@ -189,8 +189,9 @@ class ConsolidationRule(Rule):
                 # one pod of a gang (Volcano's podgroup of a Deployment) restarts whole
                 gang = bool(p.gang) and num(p.gang_pods, 1) > 1
                 evictable = not gang and not pod_budgets(p, inputs.pdbs_by_ns)
-                out.append(Demand(key, p.pod, p.node, mem, compute, production, r, indices, evictable, node,
-                                  why, serving.get(key), serving_size(r, memory.get(key), t)))
+                out.append(Demand(key, p.pod, p.node, mem, compute, production, r, indices, evictable,
+                                  node_row=node, production_reason=why, serving=serving.get(key),
+                                  serving_size=serving_size(r, memory.get(key), t)))
         return out
 
     # -- findings ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinsight.keys import WorkloadKey
 from gpuinsight.rules.common import compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits, fits_a_layout, slice_profiles, slices_for
 from gpuinsight.rules.serving import ServingSize, serving_size
@@ -41,7 +42,7 @@ BALANCED = ((3, 4), (2, 2), (1, 1), (1, 1))
 
 @dataclass
 class Demand:
-    key: tuple[str, str, str]     # cluster, namespace, workload
+    key: WorkloadKey              # its workload, with its cluster
     pod: str
     node: str
     mem_mib: float                # framebuffer it must be given (observed max + headroom)
