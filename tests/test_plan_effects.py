@@ -18,6 +18,7 @@ from gpuinsight.rules.effects import (
     WorkloadLeaves,
 )
 from gpuinsight.rules.engine import evaluate_plan
+from gpuinsight.sql import load_registry
 from gpuinsight.sql.rows import make_row, row_type, typed_rows
 from tests.rule_fleets import Fleet, Node, Pod, Usage
 
@@ -121,3 +122,12 @@ def test_rows_are_typed_by_the_models_declared_columns() -> None:
         make_row("nodes_current", gpu_product="H100")
     with pytest.raises(AttributeError):
         row.node = "b"  # type: ignore[misc]  # frozen
+
+
+def test_every_model_a_plan_reads_has_a_row_type() -> None:
+    from gpuinsight.rules.engine import needed_frames
+
+    registry = load_registry()
+    for model in sorted(needed_frames()):
+        cls = row_type(model)
+        assert cls.model == model and cls._fields == registry.get(model).columns, model

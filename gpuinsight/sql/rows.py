@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.keys import NodeKey, PodKey, WorkloadKey
-from gpuinsight.sql.registry import Query, load_registry
+from gpuinsight.sql.registry import Query, QueryRegistry, load_registry
 
 
 class ModelRow(tuple):  # type: ignore[type-arg]
@@ -67,7 +67,8 @@ def row_type(model: str) -> type[ModelRow]:
 
 
 @cache
-def _registry() -> Any:
+def _registry() -> QueryRegistry:
+    """The package's models (their headers), read once per process."""
     return load_registry()
 
 
