@@ -489,14 +489,15 @@ def test_one_selector_reading_for_pdbs_hypernodes_and_spot() -> None:
     from gpuinsight.kubelabels import selector_matches
     from gpuinsight.rules.spot import has_pdb
     from gpuinsight.rules.topology_domains import _selects
+    from gpuinsight.sql.rows import make_row
 
     pod = '{"app": "api", "tier": "serving"}'
     by_expression = '{"matchExpressions": [{"key": "app", "operator": "In", "values": ["api", "web"]}]}'
-    assert has_pdb({"pod_labels": pod, "pdb_selectors": [by_expression]})
-    assert has_pdb({"pod_labels": pod, "pdb_selectors": ['{"matchLabels": {"app": "api"}}']})
-    assert not has_pdb({"pod_labels": pod, "pdb_selectors": [
+    assert has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=[by_expression]))
+    assert has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=['{"matchLabels": {"app": "api"}}']))
+    assert not has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=[
         '{"matchLabels": {"app": "api"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", '
-        '"values": ["serving"]}]}', "{}"]})
+        '"values": ["serving"]}]}', "{}"]))
     assert _selects({"selector": {"labelMatch": {}}}, "n1", {"rack": "r1"})
     assert _selects({"selector": {"labelMatch": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}}},
                     "n1", {"rack": "r1"})
