@@ -216,23 +216,23 @@ def nominal(recs: list[Recommendation]) -> float:
 
 
 def test_borrowing_covers_the_peak_only_in_a_cohort_with_room() -> None:
-    alone = kueue_findings([row()], SETTINGS, 4.0)
+    alone = kueue_findings([row()], SETTINGS, {"c": 4.0})
     assert nominal(alone) == 15  # no cohort: the nominal quota is the ceiling, kept at peak 12 + 25 %
-    shared = kueue_findings([row(cohort="research")], SETTINGS, 4.0)
+    shared = kueue_findings([row(cohort="research")], SETTINGS, {"c": 4.0})
     assert nominal(shared) == 8  # p95 4 + 25 % -> 5, raised to the live Workload's 8; peaks borrow
     assert "borrowing from cohort research covers the peaks" in shared[0].title
-    tight = kueue_findings([row(cohort="research", borrowing_limit=2.0)], SETTINGS, 4.0)
+    tight = kueue_findings([row(cohort="research", borrowing_limit=2.0)], SETTINGS, {"c": 4.0})
     assert nominal(tight) == 15  # 8 + 2 cannot reach the peak of 12
-    lending = kueue_findings([row(cohort="research", lending_limit=20.0)], SETTINGS, 4.0)
+    lending = kueue_findings([row(cohort="research", lending_limit=20.0)], SETTINGS, {"c": 4.0})
     assert lending[0].proposed["quotas"][0]["lending_limit"] == 8  # Kueue: lendingLimit <= nominalQuota
 
 
 def test_a_pending_workload_that_can_never_be_admitted_raises_the_quota() -> None:
     recs = kueue_findings([row(nominal_quota=8.0, used_p95=8.0, used_max=8.0, largest_pending_need=16.0,
-                               pending_workloads=1)], SETTINGS, 4.0)
+                               pending_workloads=1)], SETTINGS, {"c": 4.0})
     assert nominal(recs) == 16 and "can ever admit" in recs[0].title
     assert kueue_findings([row(nominal_quota=8.0, used_p95=8.0, used_max=8.0, largest_pending_need=16.0,
-                               cohort="x")], SETTINGS, 4.0) == []  # unlimited borrowing may admit it
+                               cohort="x")], SETTINGS, {"c": 4.0}) == []  # unlimited borrowing may admit it
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -254,7 +254,7 @@ def test_random_kueue_queues_never_cut_below_a_live_workload(seed: int) -> None:
                                 reserved_now=rng.choice([None, float(rng.randint(0, 30))]),
                                 largest_pending_need=float(rng.choice([0, rng.randint(0, 90)]))))
     by_key = {(r.cluster_queue, r.flavor, r.resource): r for r in rows}
-    for rec in kueue_findings(rows, SETTINGS, 4.0):
+    for rec in kueue_findings(rows, SETTINGS, {"c": 4.0}):
         validate_finding(rec.to_dict(), f"seed {seed}")
         for q in rec.proposed["quotas"]:
             r = by_key[(rec.queue, q["flavor"], q["resource"])]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from gpuinsight.plan import Recommendation, finding_id
@@ -70,7 +71,9 @@ def _row_change(r: Row, settings: dict[str, Any], queue_has_gpu_driver: bool) ->
     return change
 
 
-def kueue_findings(rows: list[Row], settings: dict[str, Any], usd_per_gpu_hour: float) -> list[Recommendation]:
+def kueue_findings(rows: list[Row], settings: dict[str, Any],
+                   usd_per_gpu_hour: Mapping[str, float]) -> list[Recommendation]:
+    """ClusterQueue findings; ``usd_per_gpu_hour``: each cluster's average price of a GPU-hour."""
     by_queue: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         if r.gpu_resource:
@@ -87,7 +90,7 @@ def kueue_findings(rows: list[Row], settings: dict[str, Any], usd_per_gpu_hour: 
                 changes.append((r, change))
         if not changes:
             continue
-        out.append(_finding(cluster, name, changes, qrows, settings, usd_per_gpu_hour))
+        out.append(_finding(cluster, name, changes, qrows, settings, usd_per_gpu_hour.get(cluster, 0.0)))
     return out
 
 

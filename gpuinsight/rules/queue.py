@@ -17,6 +17,7 @@ running, pending and recent work: below it that work could never be admitted aga
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -28,7 +29,7 @@ from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.kueue import kueue_findings
 from gpuinsight.rules.settings import FRACTION, Setting
-from gpuinsight.sql.rows import make_row
+from gpuinsight.sql.rows import Row
 
 GPU = "nvidia.com/gpu"
 
@@ -37,7 +38,7 @@ class QueueRule(Rule):
     name = "queue"
     summary = ("Resize Volcano queue weight/deserved/capability and Kueue ClusterQueue nominalQuota to what the "
                "queue really uses.")
-    needs = ("queue_usage", "kueue_quota_usage", "fleet_summary")
+    needs = ("queue_usage", "kueue_quota_usage", "cluster_summary")
     settings = (
         Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved.",
                 bounds=FRACTION),
@@ -51,17 +52,12 @@ class QueueRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        summary = ctx.rows(frames, "fleet_summary")
-        s = summary[0] if summary else make_row("fleet_summary")
-        gpu_hours = num(s.gpu_hours)
-        usd_per_gpu_hour = num(s.total_usd) / gpu_hours if gpu_hours else 0.0
-        hours = num(s.hours)
-        unallocated_gpus = num(s.gpu_hours) - num(s.allocated_gpu_hours)
-        unallocated_avg = unallocated_gpus / hours if hours else 0.0
+        clusters = {c.cluster: ClusterFigures.of(c) for c in ctx.rows(frames, "cluster_summary")}
         out = []
         for q in ctx.rows(frames, "queue_usage"):
             if q.weight is None:
                 continue  # seen on pods only: no Queue object to change
+            figures = clusters.get(cluster_of(q), ClusterFigures())
             deserved = q.deserved_gpu
             cap = q.capability_gpu
             quota = num(deserved if deserved is not None else cap)
@@ -101,9 +97,9 @@ class QueueRule(Rule):
                         "allocated_gpu_avg": round(num(q.allocated_gpu_avg), 2),
                         "allocated_gpu_p95": round(p95, 2), "allocated_gpu_max": round(peak, 2),
                         "used_gpu_avg": round(num(q.used_gpu_avg), 2),
-                        "fleet_unallocated_gpus_avg": round(unallocated_avg, 2),
+                        "cluster_unallocated_gpus_avg": round(figures.unallocated_gpus_avg, 2),
                         "idle_entitlement_gpus": round(freed, 2),
-                        "idle_entitlement_usd_per_month_at_list": round(monthly(freed * usd_per_gpu_hour), 2),
+                        "idle_entitlement_usd_per_month_at_list": round(monthly(freed * figures.usd_per_gpu_hour), 2),
                         "saving_note": "an entitlement change; dollars come from releasing the capacity",
                         **floor_evidence(q, floor),
                     },
@@ -128,8 +124,24 @@ class QueueRule(Rule):
                               **floor_evidence(q, floor)},
                     target=QueueTarget(q.queue).to_dict(),
                 ))
-        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, usd_per_gpu_hour)
+        prices = {name: c.usd_per_gpu_hour for name, c in clusters.items()}
+        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, prices)
         return out
+
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    """What a queue finding quotes about its own cluster (cluster_summary): the GPUs it leaves
+    unallocated on average and the average price of one of its GPU-hours."""
+
+    unallocated_gpus_avg: float = 0.0
+    usd_per_gpu_hour: float = 0.0
+
+    @classmethod
+    def of(cls, row: Row) -> ClusterFigures:
+        gpu_hours, hours = num(row.gpu_hours), num(row.hours)
+        return cls(unallocated_gpus_avg=(gpu_hours - num(row.allocated_gpu_hours)) / hours if hours else 0.0,
+                   usd_per_gpu_hour=num(row.total_usd) / gpu_hours if gpu_hours else 0.0)
 
 
 def floor_evidence(q: Any, floor: int) -> dict[str, Any]:
