@@ -53,6 +53,15 @@ def run_demo(code: Path, out: Path) -> dict[str, float]:
     return {"wall_s": wall, **got}
 
 
+def _threads() -> str:
+    """The thread pools a demo gets here (the children inherit this environment)."""
+    import duckdb
+    import polars as pl
+
+    duck = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    return f"polars {pl.thread_pool_size()} threads, DuckDB {duck[0] if duck else '?'} threads"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
@@ -63,8 +72,8 @@ def main() -> None:
     trees = [ROOT, *(c.resolve() for c in a.code)]
     load = os.getloadavg()
     print(f"{platform.node()}: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
-          f"load average {load[0]:.1f} at start; {'/usr/bin/time -v' if Path(TIME).exists() else 'ru_maxrss'}",
-          flush=True)
+          f"{_threads()}, load average {load[0]:.1f} at start; "
+          f"{'/usr/bin/time -v' if Path(TIME).exists() else 'ru_maxrss'}", flush=True)
     runs: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
     for r in range(a.rounds):
         for i, tree in enumerate(trees):
@@ -72,6 +81,7 @@ def main() -> None:
             runs[tree].append(got)
             print(f"  round {r + 1} [{tree}]: peak RSS {got['peak_mib']:,.0f} MiB, wall {got['wall_s']:.1f} s, "
                   f"CPU {got['user_s'] + got['sys_s']:.1f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
     for tree, got in runs.items():
         med = {k: statistics.median(g[k] for g in got) for k in got[0]}
         print(f"demo [{tree}]: peak RSS {med['peak_mib']:,.0f} MiB (target <= 500), wall {med['wall_s']:.1f} s, "

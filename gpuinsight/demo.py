@@ -15,7 +15,6 @@ from gpuinsight.errors import BadInput
 from gpuinsight.plan import Plan
 from gpuinsight.plan.render import plan_json
 from gpuinsight.progress import Progress
-from gpuinsight.reports import ray_keda, signals
 from gpuinsight.sources.gpu_nodes import unmatched_note
 from gpuinsight.warehouse.writes import clear_tables, data_tables
 
@@ -110,6 +109,9 @@ def _mark_demo(gi: GpuInsight, tables: list[str], sample: Path | None) -> None:
 
 
 def summarize(gi: GpuInsight, plan: Plan, *, loads_line: str = "") -> str:
+    # the report's modules (Altair) once the load's frames are gone, not during the load
+    from gpuinsight.reports import ray_keda, signals
+
     s = gi.query("fleet_summary").row(0, named=True)
     catalog = f"{s['catalog']} ({s['catalog_as_of']})" if s.get("catalog") else "no price catalog"
     lines = []

@@ -14,6 +14,7 @@ from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.sources import openmetrics as om
 from gpuinsight.sources.openmetrics import load_openmetrics, parse_exposition, read_exposition
+from gpuinsight.sources.series import load_series
 from gpuinsight.warehouse import Warehouse
 from tests.prom_server import SmallFleet
 
@@ -194,3 +195,31 @@ def test_file_in_pieces_loads_what_one_piece_loads(tmp_path: Path, small_fleet_o
     assert pieces == whole
     assert any('skipped 2 DCGM series' in n and 'metrics.om:3: DCGM_FI_DEV_GPU_UTIL{Hostname="x",gpu="3"}' in n
                for n in pieces["notes"]), pieces["notes"]
+
+
+def test_file_path_frames_load_what_one_wide_frame_loads(tmp_path: Path) -> None:
+    """The file path hands each transform its own series with labels as categoricals and without
+    the labels none of them has; the generic path hands every transform one frame of every
+    series, labels as strings (each series' missing labels null). A generated fleet with every
+    family the transforms read (DCGM, kube-state-metrics, cAdvisor, vLLM buckets and config,
+    DCGM energy) loads the same rows both ways."""
+    from tests.samplegen import FleetSpec, write_sample
+
+    path = write_sample(tmp_path / "fleet", FleetSpec(days=0.25)) / "metrics.om.gz"
+    tables = ("gpu_samples", "gpus", "pods", "nodes", "pod_cpu_samples", "serving_samples", "serving_config",
+              "gpu_energy_samples", "kueue_quota_samples", "clusters")
+    loaded = {}
+    for how in ("file", "frame"):
+        cfg = Config(db_path=tmp_path / f"{how}.duckdb", cluster="test")
+        with Warehouse(cfg.db_path) as wh:
+            if how == "file":
+                load_openmetrics(wh, cfg, path)
+            else:
+                expo = om.scan_exposition(path)
+                window = (expo.samples["ts"].min(), expo.samples["ts"].max())
+                load_series(wh, cfg, [expo.frame()], source="openmetrics", scope="whole", window=window,
+                            step_s=om.infer_step_s(expo))
+            loaded[how] = {t: wh.sql(f"SELECT * FROM {t} ORDER BY ALL").rows() for t in tables}
+    counts = {t: len(rows) for t, rows in loaded["file"].items()}
+    assert all(counts[t] for t in tables if t != "kueue_quota_samples"), counts
+    assert loaded["file"] == loaded["frame"]

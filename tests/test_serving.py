@@ -335,3 +335,22 @@ def test_energy_rates_are_set_per_region_from_the_api_and_a_csv(tmp_path: Path) 
     assert (rates["us-east-1"]["usd_per_kwh"], rates["us-east-1"]["source"]) == (0.12, "tariff 2026")
     assert rates["*"]["usd_per_kwh"] == 0.2 and rates["eu-west-1"]["kg_co2e_per_kwh"] == 0.2786  # unchanged
     assert row["usd"] == pytest.approx(kwh * 0.12)
+
+
+def test_buckets_without_an_upper_bound_give_no_quantile(tmp_path: Path) -> None:
+    """A histogram's bucket series without `le` (not valid OpenMetrics, but seen in hand-made
+    files) give no latency quantile, as histogram_quantile ignores them; the counters beside
+    them still load."""
+    lines = []
+    for k in range(5):
+        ts = T_S + 60 * k
+        lines += [f'vllm:time_to_first_token_seconds_bucket{{namespace="a",pod="p",model_name="m"}} {k * 3} {ts}',
+                  f'vllm:prompt_tokens_total{{namespace="a",pod="p",model_name="m"}} {k * 10} {ts}',
+                  f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-1",Hostname="n"}} 5 {ts}']
+    path = tmp_path / "m.om"
+    path.write_text("\n".join(lines) + "\n# EOF\n")
+    cfg = Config(db_path=tmp_path / "w.duckdb", cluster="t")
+    with Warehouse(cfg.db_path) as wh:
+        load_openmetrics(wh, cfg, path)
+        rows = wh.sql("SELECT prompt_tokens, ttft_p50_s, ttft_p95_s FROM serving_samples ORDER BY ts").rows()
+    assert rows == [(10.0, None, None)] * 4

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuinsight.sources.prom.frames import TS, first_label
+from gpuinsight.sources.prom.frames import TS, first_label, without_absent_labels
 
 COUNTER = "container_cpu_usage_seconds_total"
 RATE_METRIC = COUNTER + ":rate"
@@ -46,7 +46,7 @@ def pod_cpu_samples(series: pl.DataFrame, cluster: str, step_s: int,
     names = set(series.get_column("metric").unique().to_list())
     parts = []
     if COUNTER in names:
-        parts.append(_from_counter(series.filter(pl.col("metric") == COUNTER), step_s, dropped))
+        parts.append(_from_counter(without_absent_labels(series.filter(pl.col("metric") == COUNTER)), step_s, dropped))
     if RATE_METRIC in names:
         s = series.filter(pl.col("metric") == RATE_METRIC)
         parts.append(s.select(first_label(s, "namespace").alias("namespace"), first_label(s, "pod").alias("pod"),

@@ -22,7 +22,7 @@ import polars as pl
 
 from gpuinsight.gpumodels import canonical_gpu_model
 from gpuinsight.sources.dcgm import MAX_POWER_W, power_ceiling
-from gpuinsight.sources.prom.frames import TS, first_label
+from gpuinsight.sources.prom.frames import TS, first_label, without_absent_labels
 
 COUNTER = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 SPELLINGS = (COUNTER, COUNTER.lower())
@@ -49,7 +49,7 @@ def gpu_energy_samples(series: pl.DataFrame, cluster: str, step_s: int,
     """``gpu_energy_samples`` rows from the energy series in ``series`` (either shape)."""
     if series.height == 0 or "metric" not in series.columns:
         return empty()
-    s = series.filter(pl.col("metric").is_in([*SPELLINGS, RATE_METRIC]))
+    s = without_absent_labels(series.filter(pl.col("metric").is_in([*SPELLINGS, RATE_METRIC])))
     if s.height == 0:
         return empty()
     s = s.with_columns(first_label(s, "UUID", "uuid").alias("gpu_uuid"), first_label(s, "modelName").alias("_model"))

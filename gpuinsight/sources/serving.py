@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from gpuinsight.sources.prom.frames import TS, first_label
+from gpuinsight.sources.prom.frames import TS, first_label, without_absent_labels
 
 KEY = ["cluster", "namespace", "pod", "model_name", "server", "ts"]
 COLUMNS: dict[str, pl.DataType] = {
@@ -185,7 +185,7 @@ def serving_samples(series: pl.DataFrame, cluster: str, step_s: int,
     wanted = [n for n in names if is_serving(n) and n not in CONFIG_NAMES]
     if not wanted:
         return empty()
-    s = series.filter(pl.col("metric").is_in(wanted))
+    s = without_absent_labels(series.filter(pl.col("metric").is_in(wanted)))
     s = s.with_columns(first_label(s, *NAMESPACE_LABELS).alias("_ns"), first_label(s, *POD_LABELS).alias("_pod"),
                        first_label(s, *MODEL_LABELS).fill_null("").alias("_model"))
     unplaced = s.filter(pl.col("_pod").is_null() | pl.col("_ns").is_null())
@@ -270,6 +270,8 @@ def _raw(s: pl.DataFrame, step_s: int, notes: dict[str, int] | None) -> pl.DataF
             rows = rows.filter(pl.col(k) == v) if k in rows.columns else rows.clear()
         if rows.height == 0:
             continue
+        if m.kind == "histogram" and "le" not in rows.columns:
+            continue  # buckets without an upper bound give no quantile (histogram_quantile ignores them)
         if m.kind == "gauge":
             g = rows.with_columns(_step_of(pl.col("ts"), step_s).alias("ts")).group_by(
                 "_ns", "_pod", "_model", "ts").agg(pl.col("value").mean().alias("avg"), pl.col("value").max().alias("max"))

@@ -111,6 +111,16 @@ def label_columns(series: pl.DataFrame) -> list[str]:
     return [c for c in series.columns if c not in BASE_COLUMNS]
 
 
+def without_absent_labels(series: pl.DataFrame) -> pl.DataFrame:
+    """``series`` without the label columns none of its rows has: a frame that held other
+    series too (a file's) carries their labels as nulls, which tell no series apart but cost
+    every sort, group and window over the labels."""
+    if series.height == 0:  # keeps its columns: what reads it finds the ones it names
+        return series
+    absent = [c for c in label_columns(series) if series[c].null_count() == series.height]
+    return series.drop(absent) if absent else series
+
+
 def lab(series: pl.DataFrame, name: str) -> pl.Expr:
     """A label column as an expression; '' and missing columns read as null."""
     if name not in series.columns:

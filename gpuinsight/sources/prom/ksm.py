@@ -155,9 +155,9 @@ def ksm_pods(series: pl.DataFrame, cluster: str, *, source: str = "prometheus",
     if s.height == 0:
         return empty
     s = s.with_columns(
-        lab(s, "uid").alias("_uid"),
-        first_label(s, "exported_namespace", "namespace").alias("_ns"),
-        first_label(s, "exported_pod", "pod").alias("_name"),
+        lab(s, "uid").cast(pl.Categorical).alias("_uid"),
+        first_label(s, "exported_namespace", "namespace").cast(pl.Categorical).alias("_ns"),
+        first_label(s, "exported_pod", "pod").cast(pl.Categorical).alias("_name"),
     )
     s = _uid_by_name(s, notes)
     if s.height == 0:
