@@ -336,10 +336,11 @@ def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None
     def both(answers: list) -> tuple:
         got, want = TransformStats(), TransformStats()
         # a directory that knows one node: a Hostname naming it places the GPU, another is a hint
-        fast = dcgm_rows(answers, "c", 300, got, NodeDirectory(known={"n1"}))
+        rows = dcgm_rows(answers, "c", 300, got, NodeDirectory(known={"n1"}))
         slow = dcgm_samples(concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers]),
                             "c", 300, stats=want, nodes=NodeDirectory(known={"n1"}))
         key = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod"]
+        fast = rows.wide().select(slow.columns)
         assert_frame_equal(fast.sort(key), slow.sort(key), check_exact=False)
         assert got.dropped.counts == want.dropped.counts
         assert got.unidentified_series == want.unidentified_series
@@ -410,3 +411,59 @@ def random_dcgm_answers(seed: int) -> list:
         m = Matrix(labels, np.array(lens), pl.Series(ts, dtype=pl.Float64), pl.Series(values, dtype=pl.Float64))
         answers.append((Query("x", str(metric), start, start + step * steps, step, step - 0.001, DCGM_LABELS), m))
     return answers
+
+
+class SeriesFramePath(PrometheusSource):
+    """The collector on the series-frame route the other paths take: every answer a long series
+    frame with every point, the chunk's frames in one, DCGM rows by ``dcgm_samples``, pods and
+    nodes by ``ksm_rows`` over the whole frame (as the collector did before it went columnar)."""
+
+    def _fetch(self, q):  # type: ignore[no-untyped-def]
+        from gpuinsight.sources.prom.columnar import is_dcgm
+        from gpuinsight.sources.prom.refine import spot
+
+        m = self.client.query_range(q)
+        if is_dcgm(q):
+            return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
+        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep), None
+
+    def _ksm(self, answers):  # type: ignore[no-untyped-def]
+        from gpuinsight.sources.prom.frames import concat_series
+
+        series = concat_series([f.result()[1] for _, f in answers])
+        self.directory.add_series(series)
+        return series, series, None, None  # pods and nodes: _load_one's ksm_rows(series)
+
+
+def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Path, monkeypatch) -> None:
+    """The columnar route (each transform the frame of its own answers, the DCGM answers straight
+    into label sets and integer keys) stores what the series-frame route stores: every table, row
+    for row, over several chunks and shards, readings read again, re-collection included."""
+    import gpuinsight.sources.prometheus as prometheus
+    from gpuinsight.sources.prom.frames import concat_series
+    from gpuinsight.sources.series import dcgm_samples
+
+    def wide_rows(answers, cluster, step, stats, nodes, node_labels, labels):  # type: ignore[no-untyped-def]
+        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers])
+        return dcgm_samples(series, cluster, step, stats=stats, nodes=nodes, node_labels=node_labels)
+
+    def collect(kind: type[PrometheusSource], name: str) -> tuple[dict[str, list[tuple]], list[str]]:
+        cfg = cfg_for(tmp_path, prom_small, name)
+        with Warehouse(cfg.db_path) as wh:
+            notes = []
+            for since in (T0, T0 + timedelta(hours=2)):  # then a re-collection of the last 4 hours
+                src = kind(cfg, points_per_query=200, points_per_batch=400)
+                notes += src.collect(wh, since, T_END, 300).notes
+            tables = wh.sql("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+                            "AND table_name NOT IN ('ingest_state', 'schema_version') ORDER BY 1").to_series().to_list()
+            got = {t: wh.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
+            got["ingest_state"] = wh.sql("SELECT source, scope, cursor, status, rows_loaded FROM ingest_state").rows()
+            return got, notes
+
+    columnar, columnar_notes = collect(PrometheusSource, "columnar")
+    monkeypatch.setattr(prometheus, "dcgm_rows", wide_rows)
+    frames, frame_notes = collect(SeriesFramePath, "frames")
+    assert columnar["gpu_sample_facts"] and columnar["pods"] and columnar["nodes"] and columnar["gpus"]
+    differ = [table for table, rows in frames.items() if columnar[table] != rows]
+    assert not differ, differ
+    assert columnar.keys() == frames.keys() and columnar_notes == frame_notes

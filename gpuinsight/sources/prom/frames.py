@@ -73,6 +73,16 @@ class Matrix:
         keep = pl.Series(mask)
         return Matrix(self.labels, lens, self.ts.filter(keep), self.values.filter(keep), self.warnings)
 
+    def ends(self) -> Matrix:
+        """Each series' first and last point only (both the same point for a series of one)."""
+        if not self.points:
+            return self
+        last = np.cumsum(self.lens) - 1
+        mask = np.zeros(self.points, dtype=bool)
+        mask[last[self.lens > 0]] = True
+        mask[(last - self.lens + 1)[self.lens > 0]] = True
+        return self.select_points(mask)
+
     def series_index(self) -> np.ndarray:
         """The series (index into ``labels``) of every point."""
         return np.repeat(np.arange(len(self.labels), dtype=np.uint32), self.lens)
@@ -86,8 +96,10 @@ class Matrix:
                  if n not in _RESERVED and (keep is None or n in keep)]
         return pl.DataFrame({n: [m.get(n) for m in self.labels] for n in names}, schema=dict.fromkeys(names, pl.Utf8))
 
-    def series_frame(self, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None) -> pl.DataFrame:
-        """The long series frame: ``ts`` = evaluation time - ``shift_s``."""
+    def series_frame(self, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None, *,
+                     categorical: bool = False) -> pl.DataFrame:
+        """The long series frame: ``ts`` = evaluation time - ``shift_s``. ``categorical``: the labels
+        as pl.Categorical (a label repeated on every point then costs 4 bytes, not a string)."""
         if not self.points:
             return empty_series()
         frame = pl.DataFrame([
@@ -97,6 +109,8 @@ class Matrix:
         ])
         labels = self.label_frame(keep)
         if labels.width:
+            if categorical:
+                labels = labels.with_columns(pl.all().cast(pl.Categorical))
             idx = pl.Series(self.series_index())
             frame = pl.concat([frame, labels.select(pl.all().gather(idx))], how="horizontal")
         return frame

@@ -75,6 +75,12 @@ _DEVICE_SERIES = ("kube_pod_container_resource_requests", "kube_pod_container_re
 CHECKED_SERIES = (*_TIME_SERIES, *_DEVICE_SERIES)
 # What ksm_pods reads besides the kube_pod_* series.
 POD_OWNER_SERIES = ("kube_replicaset_owner", "kube_job_owner")
+# Info series (value 1) the transforms here and the node directory read only for their labels and
+# the first and last time each series is seen (a pod's or node's span, the newest labels); the
+# Prometheus path reads them at every step and the other pod series once, at the chunk's end,
+# so the pod a name meant then (_uid_by_name) is also the newest point's. Of an info series'
+# points, its first and last say all the transforms read.
+SPAN_SERIES = frozenset({"kube_pod_info", "kube_node_info"})
 
 
 def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None = None) -> None:
