@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,11 +169,13 @@ def describe_series(row: dict[str, Any]) -> str:
     return f"{row.get('metric')}{{{labels}}}"
 
 
+@lru_cache(maxsize=1024)  # a handful of resource names, asked for every pod
 def sanitized_resource(resource: str) -> str:
     """kube-state-metrics' spelling of a resource name (``nvidia.com/gpu`` -> ``nvidia_com_gpu``)."""
     return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
 
 
+@lru_cache(maxsize=1024)
 def unsanitize_resource(resource: str) -> str:
     """kube-state-metrics' sanitised resource name back to the Kubernetes one.
 

@@ -14,6 +14,7 @@ Node facts are read with the same rules as the Kubernetes objects (:mod:`gpuinsi
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -121,6 +122,7 @@ def _val(s: pl.DataFrame, name: str) -> pl.Expr:
     return pl.when(v == NONE).then(None).otherwise(v)
 
 
+@lru_cache(maxsize=1024)  # a handful of keys, asked for every pod
 def sanitized_label(key: str) -> tuple[str, ...]:
     """kube-state-metrics' label name(s) for a Kubernetes label key: invalid characters become
     ``_``; since v2.0 camelCase also becomes snake_case (``capacityType`` -> ``capacity_type``)."""
