@@ -232,8 +232,10 @@ def test_killed_collection_leaves_consistent_warehouse_and_resumes(proxy: FaultP
         assert wh.sql("SELECT status FROM ingest_state").item() == "complete"
 
 
-def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours."""
+def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours; the
+    series-frame route stores the same tables (serving, energy, cAdvisor, MIG, shared GPUs)."""
+    import gpuinsight.sources.prometheus as prometheus
     from tests.samplegen import FleetSpec, write_sample
 
     root = tmp_path_factory.mktemp("sample-fleet")
@@ -251,7 +253,13 @@ def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> No
             SELECT s.namespace || '/' || pw.workload, sum(s.step_s) / 3600.0
             FROM gpu_samples s JOIN pw ON pw.namespace = s.namespace AND pw.name = s.pod
             GROUP BY ALL""").rows())
+        columnar = stored(wh)
         signals_match_the_file_path(wh, root / "metrics.om", cfg.with_(db_path=root / "file.duckdb"))
+        monkeypatch.setattr(prometheus, "dcgm_rows", wide_rows)
+        with Warehouse(root / "frames.duckdb") as frames_wh:
+            SeriesFramePath(cfg.with_(db_path=root / "frames.duckdb")).collect(
+                frames_wh, start, start + timedelta(days=spec.days), spec.interval_s)
+            assert_same_tables(columnar, stored(frames_wh))
     step_h = spec.interval_s / 3600
     wanted: dict[str, float] = {}  # a Ray cluster's groups are one workload
     for w in truth["workloads"]:
@@ -435,17 +443,37 @@ class SeriesFramePath(PrometheusSource):
         return series, series, None, None  # pods and nodes: _load_one's ksm_rows(series)
 
 
-def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Path, monkeypatch) -> None:
+def wide_rows(answers, cluster, step, stats, nodes, node_labels, labels):  # type: ignore[no-untyped-def]
+    """``dcgm_rows`` as the series-frame route makes them: ``dcgm_samples`` over long frames."""
+    from gpuinsight.sources.prom.frames import concat_series
+    from gpuinsight.sources.series import dcgm_samples
+
+    series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers])
+    return dcgm_samples(series, cluster, step, stats=stats, nodes=nodes, node_labels=node_labels)
+
+
+def stored(wh: Warehouse) -> dict[str, list[tuple]]:
+    """Every table's rows in order (the cursor and counts of ingest_state; not the times of runs)."""
+    tables = wh.sql("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+                    "AND table_name NOT IN ('ingest_state', 'schema_version') ORDER BY 1").to_series().to_list()
+    got = {t: wh.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
+    got["ingest_state"] = wh.sql("SELECT source, scope, cursor, status, rows_loaded FROM ingest_state").rows()
+    return got
+
+
+def assert_same_tables(columnar: dict[str, list[tuple]], frames: dict[str, list[tuple]]) -> None:
+    assert columnar["gpu_sample_facts"] and columnar["pods"] and columnar["nodes"] and columnar["gpus"]
+    assert columnar.keys() == frames.keys()
+    differ = [table for table, rows in frames.items() if columnar[table] != rows]
+    assert not differ, differ
+
+
+def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The columnar route (each transform the frame of its own answers, the DCGM answers straight
     into label sets and integer keys) stores what the series-frame route stores: every table, row
     for row, over several chunks and shards, readings read again, re-collection included."""
     import gpuinsight.sources.prometheus as prometheus
-    from gpuinsight.sources.prom.frames import concat_series
-    from gpuinsight.sources.series import dcgm_samples
-
-    def wide_rows(answers, cluster, step, stats, nodes, node_labels, labels):  # type: ignore[no-untyped-def]
-        series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers])
-        return dcgm_samples(series, cluster, step, stats=stats, nodes=nodes, node_labels=node_labels)
 
     def collect(kind: type[PrometheusSource], name: str) -> tuple[dict[str, list[tuple]], list[str]]:
         cfg = cfg_for(tmp_path, prom_small, name)
@@ -454,16 +482,10 @@ def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Pat
             for since in (T0, T0 + timedelta(hours=2)):  # then a re-collection of the last 4 hours
                 src = kind(cfg, points_per_query=200, points_per_batch=400)
                 notes += src.collect(wh, since, T_END, 300).notes
-            tables = wh.sql("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
-                            "AND table_name NOT IN ('ingest_state', 'schema_version') ORDER BY 1").to_series().to_list()
-            got = {t: wh.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
-            got["ingest_state"] = wh.sql("SELECT source, scope, cursor, status, rows_loaded FROM ingest_state").rows()
-            return got, notes
+            return stored(wh), notes
 
     columnar, columnar_notes = collect(PrometheusSource, "columnar")
     monkeypatch.setattr(prometheus, "dcgm_rows", wide_rows)
     frames, frame_notes = collect(SeriesFramePath, "frames")
-    assert columnar["gpu_sample_facts"] and columnar["pods"] and columnar["nodes"] and columnar["gpus"]
-    differ = [table for table, rows in frames.items() if columnar[table] != rows]
-    assert not differ, differ
-    assert columnar.keys() == frames.keys() and columnar_notes == frame_notes
+    assert_same_tables(columnar, frames)
+    assert columnar_notes == frame_notes
