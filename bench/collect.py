@@ -245,10 +245,9 @@ def profile_steps(url: str, spec: FleetSpec, rounds: int) -> None:
                 f.set_result(m)
                 done.append((q, f))
             cpu = time.process_time()
-            rest, checked, pods, nodes = src._ksm([(q, f) for q, f in done if not is_dcgm(q)])
-            spent.setdefault("kube-state-metrics: groups, directory, pods, nodes", [0.0] * rounds)[r] += \
+            rest, pods, nodes = src._ksm([(q, f) for q, f in done if not is_dcgm(q)])
+            spent.setdefault("kube-state-metrics: groups, checks, directory, pods, nodes", [0.0] * rounds)[r] += \
                 time.process_time() - cpu
-            prometheus.check_ksm_values(checked, prometheus.SOURCE)
             cpu = time.process_time()
             batch = src._batch([(q, *m) for q, m in made], spec.interval_s, since, until)  # type: ignore[misc]
             spent.setdefault("DCGM: the refiner's check, label sets and rows", [0.0] * rounds)[r] += \
@@ -265,9 +264,8 @@ def profile_steps(url: str, spec: FleetSpec, rounds: int) -> None:
     med["answers -> frames (decoding, then label frames, spots, series frames)"] -= med["decoding the answers"]
     parts = {"decoding the answers": [],
              "answers -> frames (decoding, then label frames, spots, series frames)": [],
-             "kube-state-metrics: groups, directory, pods, nodes": [steps[k] for k in ("directory", "ksm_pods",
-                                                                                       "ksm_nodes")],
-             steps["check_ksm_values"]: [],
+             "kube-state-metrics: groups, checks, directory, pods, nodes": [steps[k] for k in ("check_ksm_values", "directory",
+                                                                                       "ksm_pods", "ksm_nodes")],
              "DCGM: the refiner's check, label sets and rows": [steps["dcgm_rows"]]}
     print(f"  client CPU per step, first chunk ({len(chunk)} answers, {sum(map(len, bodies.values())) / 1e6:.1f} MB), "
           f"median of {rounds}:")

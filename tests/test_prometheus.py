@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -440,7 +440,7 @@ class SeriesFramePath(PrometheusSource):
 
         series = concat_series([f.result()[1] for _, f in answers])
         self.directory.add_series(series)
-        return series, series, None, None  # pods and nodes: _load_one's ksm_rows(series)
+        return series, None, None  # pods and nodes: _load_one's ksm_rows(series)
 
 
 def wide_rows(answers, cluster, step, stats, nodes, node_labels, labels):  # type: ignore[no-untyped-def]
@@ -489,3 +489,34 @@ def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Pat
     frames, frame_notes = collect(SeriesFramePath, "frames")
     assert_same_tables(columnar, frames)
     assert columnar_notes == frame_notes
+
+
+def test_a_bad_declaration_is_refused_in_its_chunk(small_fleet: SmallFleet, tmp_path: Path) -> None:
+    """A kube-state-metrics value no cluster produces (a pod created in the year 3e12), served from
+    the fourth hour on, is one-line bad input naming the series; the chunks before it stay loaded
+    with their cursor, nothing of its chunk is."""
+    from dataclasses import replace
+
+    from tests.prom_server import write_openmetrics
+
+    late = T0.timestamp() + 3 * 3600
+    series = [replace(s, points=[(t, 1e20 if t >= late else v) for t, v in s.points])
+              if s.name == "kube_pod_created" and s.labels.get("exported_pod") == small_fleet_pod(small_fleet) else s
+              for s in small_fleet.series]
+    om = write_openmetrics(series, tmp_path / "bad.om")
+    with prometheus_server(backfill(om, tmp_path / "tsdb")) as url:
+        cfg = cfg_for(tmp_path, url)
+        with Warehouse(cfg.db_path) as wh:
+            with pytest.raises(BadInput) as err:
+                PrometheusSource(cfg, points_per_batch=1).collect(wh, T0, T_END, 300)
+            message = str(err.value)
+            assert "\n" not in message and message.startswith("prometheus: kube_pod_created{") and \
+                "1e+20: time is not a plausible unix time" in message, message
+            cursor, status = wh.sql("SELECT cursor, status FROM ingest_state").row(0)
+            assert status == "failed" and T0 < cursor <= datetime.fromtimestamp(late, UTC).replace(tzinfo=None)
+            assert wh.sql("SELECT max(ts) FROM gpu_samples").item() < cursor
+
+
+def small_fleet_pod(fleet: SmallFleet) -> str:
+    """A pod of the small fleet (the first one kube_pod_created names)."""
+    return next(s.labels["exported_pod"] for s in fleet.series if s.name == "kube_pod_created")

@@ -327,14 +327,13 @@ class PrometheusSource:
                 ksm = ksm_pool.submit(self._ksm, [(q, f) for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
                 answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
                 del futures  # the answers live only until they are rows (not while those load)
-                rest, checked, pods, nodes = ksm.result()  # before the DCGM rows: one transform at a time
+                rest, pods, nodes = ksm.result()  # before the DCGM rows: one transform at a time
                 del ksm
                 start, end = from_epoch_s(round(span.start) - step), from_epoch_s(round(span.end))
                 batch = self._batch(answers, step, start, end)
-                if batch.advance_cursor:  # a batch left out has nothing to load, nor to refuse
-                    check_ksm_values(checked, SOURCE)
+                if batch.advance_cursor:  # a batch left out has nothing to load
                     batch.series, batch.pods, batch.nodes = rest, pods, nodes
-                del rest, checked, pods, nodes
+                del rest, pods, nodes
                 held = held or not batch.advance_cursor
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
@@ -345,22 +344,23 @@ class PrometheusSource:
             pool.shutdown(wait=True, cancel_futures=True)
             ksm_pool.shutdown(wait=True, cancel_futures=True)
 
-    def _ksm(self, answers: list[tuple[Query, Future[Made]]]
-             ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    def _ksm(self, answers: list[tuple[Query, Future[Made]]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The chunk's series frames other than DCGM's: each transform gets the frame of only the
-        answers it reads (:func:`transform_groups`). Returns the rest (cAdvisor, Kueue, HAMi,
-        serving, energy), the declarations to check, and the pods and nodes rows; the nodes and
-        pod placements join the evidence for placing the chunk's GPUs."""
+        answers it reads (:func:`transform_groups`). Declarations no cluster makes are refused
+        first (bad input naming the series); returns the rest (cAdvisor, Kueue, HAMi, serving,
+        energy) and the pods and nodes rows; the nodes and pod placements join the evidence for
+        placing the chunk's GPUs."""
         frames = [(q.metric, f.result()[1]) for q, f in answers]
         groups = transform_groups(metric for metric, _ in frames)
 
         def of(group: str) -> pl.DataFrame:
             return concat_series([frame for metric, frame in frames if metric in groups[group]])
 
+        check_ksm_values(of("checked"), SOURCE)
         self.directory.add_series(of("placements"))
         pods = ksm_pods(of("pods"), self.cfg.cluster, source=SOURCE, notes=self.stats.ksm_notes)
         nodes = ksm_nodes(of("nodes"), self.cfg.cluster, notes=self.stats.ksm_notes, facts=self.facts)
-        return of("rest"), of("checked"), pods, nodes
+        return of("rest"), pods, nodes
 
     def _fetch(self, q: Query) -> Made:
         """One answer and what can be made of it alone (:data:`Made`), in the fetch workers while
