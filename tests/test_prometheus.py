@@ -349,6 +349,7 @@ def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None
                             "c", 300, stats=want, nodes=NodeDirectory(known={"n1"}))
         key = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod"]
         fast = rows.wide().select(slow.columns)
+        assert rows.rows["label_id"].n_unique() == rows.labels.height  # every label set has rows
         assert_frame_equal(fast.sort(key), slow.sort(key), check_exact=False)
         assert got.dropped.counts == want.dropped.counts
         assert got.unidentified_series == want.unidentified_series

@@ -177,8 +177,14 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         label_of = distinct.join(label_of, on="_k", how="left", maintain_order="left").with_columns(
             [v.alias(c) for v, c in zip(values, codes, strict=True)])
         del sets, distinct
-    else:
-        label_id = row_key
+    else:  # the keys with rows (a key whose every reading was dropped has none)
+        used = np.zeros(n_keys, dtype=bool)
+        used[row_key] = True
+        if used.all():
+            label_id = row_key
+        else:
+            label_id = (np.cumsum(used) - 1)[row_key]
+            label_of = label_of.filter(pl.Series(used))
     rows = pl.DataFrame({LABEL_ID: label_id.astype(np.uint32)}).with_columns(
         pl.Series("ts", times[cells // n_keys]).cast(TS), **out)
     return finish_sample_rows(SampleRows(label_of.drop("_k"), rows), cluster, step_s, stats)
