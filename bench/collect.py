@@ -20,7 +20,7 @@ larger fleet in a subprocess, peak RSS per stored ``gpu_samples`` row (``--code 
 the same measurement against another source tree, e.g. an older commit, for a baseline).
 
     python bench/collect.py [--gpus 200] [--days 1] [--rounds 3] [--mem-gpus 1000] [--mem-days 7]
-                            [--workdir DIR] [--code DIR ...]
+                            [--profile ROUNDS] [--workdir DIR] [--code DIR ...]
 
 Needs promtool and prometheus on PATH (``apt-get install prometheus``). Prints figures; it is
 not a test.
@@ -195,6 +195,90 @@ def compare(url: str, server_pid: int, spec: FleetSpec, rounds: int, workdir: Pa
               f"{whole / med['c']:.2f}x", flush=True)
 
 
+def profile_steps(url: str, spec: FleetSpec, rounds: int) -> None:
+    """Where the client's CPU goes: the first chunk's answers fetched once, then made into rows
+    again and again in this thread, each step timed (CPU seconds of the process, polars' own
+    threads included; the median of the rounds)."""
+    from concurrent.futures import Future
+
+    import gpuinsight.sources.prometheus as prometheus
+    from gpuinsight.sources.prom.columnar import is_dcgm
+    from gpuinsight.sources.series import TransformStats, gpu_inventory, with_hami_rows
+
+    cfg = Config(cluster=spec.cluster, prometheus=PrometheusConfig(url=url))
+    src = PrometheusSource(cfg)
+    since, until = window(spec)
+    t0, t1 = src.grid(since, until, spec.interval_s)
+    chunk = src.plan(t0, t1, spec.interval_s, raw=False)[0]
+    bodies = {id(q): src.client._get("/api/v1/query_range", [*params(q)[:4], *src.client.extra], q.expr)
+              for q in chunk}
+    spent: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def run(*args: object, **kwargs: object) -> object:
+            cpu = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent.setdefault(name, [0.0] * rounds)[r] += time.process_time() - cpu
+        return run
+
+    decode = timed("decoding the answers", lambda q: src.client.decode_matrix(bodies[id(q)], q.expr, q.keep))
+    src.client.query_range = decode  # type: ignore[method-assign]
+    steps = {"directory": "the node directory (placements)", "ksm_pods": "ksm_pods", "ksm_nodes": "ksm_nodes",
+             "dcgm_rows": "DCGM answers -> label sets and rows", "check_ksm_values": "checking declarations"}
+    saved = {name: getattr(prometheus, name) for name in steps if name != "directory"}
+    for name, fn in saved.items():
+        setattr(prometheus, name, timed(steps[name], fn))
+    try:
+        for r in range(rounds):
+            src.client.label_sets.clear()
+            src.stats, src.directory, src.facts = TransformStats(), prometheus.NodeDirectory(), {}
+            src.directory.add_series = timed(steps["directory"], src.directory.add_series)  # type: ignore[method-assign]
+            cpu = time.process_time()
+            made = [(q, src._fetch(q)) for q in chunk]
+            spent.setdefault("answers -> frames (decoding, then label frames, spots, series frames)",
+                             [0.0] * rounds)[r] += time.process_time() - cpu
+            done = []
+            for q, m in made:
+                f: Future[object] = Future()
+                f.set_result(m)
+                done.append((q, f))
+            cpu = time.process_time()
+            rest, pods, nodes = src._ksm([(q, f) for q, f in done if not is_dcgm(q)])
+            spent.setdefault("kube-state-metrics: groups, checks, directory, pods, nodes", [0.0] * rounds)[r] += \
+                time.process_time() - cpu
+            cpu = time.process_time()
+            batch = src._batch([(q, *m) for q, m in made], spec.interval_s, since, until)  # type: ignore[misc]
+            spent.setdefault("DCGM: the refiner's check, label sets and rows", [0.0] * rounds)[r] += \
+                time.process_time() - cpu
+            batch.series = rest
+            cpu = time.process_time()
+            samples = with_hami_rows(batch.samples, batch, cfg.cluster, src.directory)  # type: ignore[arg-type]
+            gpu_inventory(samples)
+            spent.setdefault("(load) HAMi rows, GPU inventory", [0.0] * rounds)[r] += time.process_time() - cpu
+    finally:
+        for name, fn in saved.items():
+            setattr(prometheus, name, fn)
+    med = {name: statistics.median(values) for name, values in spent.items()}
+    med["answers -> frames (decoding, then label frames, spots, series frames)"] -= med["decoding the answers"]
+    parts = {"decoding the answers": [],
+             "answers -> frames (decoding, then label frames, spots, series frames)": [],
+             "kube-state-metrics: groups, checks, directory, pods, nodes": [steps[k] for k in ("check_ksm_values", "directory",
+                                                                                       "ksm_pods", "ksm_nodes")],
+             "DCGM: the refiner's check, label sets and rows": [steps["dcgm_rows"]]}
+    print(f"  client CPU per step, first chunk ({len(chunk)} answers, {sum(map(len, bodies.values())) / 1e6:.1f} MB), "
+          f"median of {rounds}:")
+    for name, inner in parts.items():
+        shown = "label frames, spots, series frames" if name.startswith("answers") else name
+        print(f"    {shown:<60} {med[name]:6.3f} s")
+        for sub in inner:
+            print(f"      {sub:<58} {med[sub]:6.3f} s")
+    print(f"    {'in all':<60} {sum(med[n] for n in parts):6.3f} s")
+    print(f"    {'then, loading: HAMi rows, GPU inventory':<60} {med['(load) HAMi rows, GPU inventory']:6.3f} s",
+          flush=True)
+
+
 _CHILD = """
 import json, resource, sys, time
 from datetime import datetime
@@ -241,6 +325,7 @@ def main() -> None:
     ap.add_argument("--mem-gpus", type=int, default=1000, help="fleet for the memory figure (0 = skip)")
     ap.add_argument("--mem-days", type=float, default=7.0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep fleets here between runs")
+    ap.add_argument("--profile", type=int, default=0, help="rounds of the per-step CPU profile (0 = skip)")
     ap.add_argument("--code", type=Path, action="append", default=[],
                     help="also measure memory with this source tree (e.g. an older commit's export)")
     a = ap.parse_args()
@@ -254,6 +339,11 @@ def main() -> None:
         fleet, spec = make_fleet(workdir, a.gpus, a.days)
         with prometheus_process(fleet / "tsdb") as (url, proc):
             compare(url, proc.pid, spec, a.rounds, workdir)
+    if a.profile:
+        print("profile: the client's CPU by step:", flush=True)
+        fleet, spec = make_fleet(workdir, a.gpus, a.days)
+        with prometheus_process(fleet / "tsdb") as (url, _):
+            profile_steps(url, spec, a.profile)
     if a.mem_gpus:
         print("memory: whole collection in a fresh process (concurrent fetch + DuckDB load):", flush=True)
         fleet, spec = make_fleet(workdir, a.mem_gpus, a.mem_days)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -232,8 +232,10 @@ def test_killed_collection_leaves_consistent_warehouse_and_resumes(proxy: FaultP
         assert wh.sql("SELECT status FROM ingest_state").item() == "complete"
 
 
-def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours."""
+def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator's fleet, served by a real Prometheus, gives its ground-truth GPU-hours; the
+    series-frame route stores the same tables (serving, energy, cAdvisor, MIG, shared GPUs)."""
+    import gpuinsight.sources.prometheus as prometheus
     from tests.samplegen import FleetSpec, write_sample
 
     root = tmp_path_factory.mktemp("sample-fleet")
@@ -251,7 +253,13 @@ def test_sample_fleet_round_trip(tmp_path_factory: pytest.TempPathFactory) -> No
             SELECT s.namespace || '/' || pw.workload, sum(s.step_s) / 3600.0
             FROM gpu_samples s JOIN pw ON pw.namespace = s.namespace AND pw.name = s.pod
             GROUP BY ALL""").rows())
+        columnar = stored(wh)
         signals_match_the_file_path(wh, root / "metrics.om", cfg.with_(db_path=root / "file.duckdb"))
+        monkeypatch.setattr(prometheus, "dcgm_rows", wide_rows)
+        with Warehouse(root / "frames.duckdb") as frames_wh:
+            SeriesFramePath(cfg.with_(db_path=root / "frames.duckdb")).collect(
+                frames_wh, start, start + timedelta(days=spec.days), spec.interval_s)
+            assert_same_tables(columnar, stored(frames_wh))
     step_h = spec.interval_s / 3600
     wanted: dict[str, float] = {}  # a Ray cluster's groups are one workload
     for w in truth["workloads"]:
@@ -336,10 +344,12 @@ def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None
     def both(answers: list) -> tuple:
         got, want = TransformStats(), TransformStats()
         # a directory that knows one node: a Hostname naming it places the GPU, another is a hint
-        fast = dcgm_rows(answers, "c", 300, got, NodeDirectory(known={"n1"}))
+        rows = dcgm_rows(answers, "c", 300, got, NodeDirectory(known={"n1"}))
         slow = dcgm_samples(concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers]),
                             "c", 300, stats=want, nodes=NodeDirectory(known={"n1"}))
         key = ["ts", "gpu_uuid", "mig_instance", "namespace", "pod"]
+        fast = rows.wide().select(slow.columns)
+        assert rows.rows["label_id"].n_unique() == rows.labels.height  # every label set has rows
         assert_frame_equal(fast.sort(key), slow.sort(key), check_exact=False)
         assert got.dropped.counts == want.dropped.counts
         assert got.unidentified_series == want.unidentified_series
@@ -410,3 +420,104 @@ def random_dcgm_answers(seed: int) -> list:
         m = Matrix(labels, np.array(lens), pl.Series(ts, dtype=pl.Float64), pl.Series(values, dtype=pl.Float64))
         answers.append((Query("x", str(metric), start, start + step * steps, step, step - 0.001, DCGM_LABELS), m))
     return answers
+
+
+class SeriesFramePath(PrometheusSource):
+    """The collector on the series-frame route the other paths take: every answer a long series
+    frame with every point, the chunk's frames in one, DCGM rows by ``dcgm_samples``, pods and
+    nodes by ``ksm_rows`` over the whole frame (as the collector did before it went columnar)."""
+
+    def _fetch(self, q):  # type: ignore[no-untyped-def]
+        from gpuinsight.sources.prom.columnar import is_dcgm
+        from gpuinsight.sources.prom.refine import spot
+
+        m = self.client.query_range(q)
+        if is_dcgm(q):
+            return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
+        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep), None
+
+    def _ksm(self, answers):  # type: ignore[no-untyped-def]
+        from gpuinsight.sources.prom.frames import concat_series
+
+        series = concat_series([f.result()[1] for _, f in answers])
+        self.directory.add_series(series)
+        return series, None, None  # pods and nodes: _load_one's ksm_rows(series)
+
+
+def wide_rows(answers, cluster, step, stats, nodes, node_labels, labels):  # type: ignore[no-untyped-def]
+    """``dcgm_rows`` as the series-frame route makes them: ``dcgm_samples`` over long frames."""
+    from gpuinsight.sources.prom.frames import concat_series
+    from gpuinsight.sources.series import dcgm_samples
+
+    series = concat_series([m.series_frame(q.metric, q.shift_s, q.keep) for q, m in answers])
+    return dcgm_samples(series, cluster, step, stats=stats, nodes=nodes, node_labels=node_labels)
+
+
+def stored(wh: Warehouse) -> dict[str, list[tuple]]:
+    """Every table's rows in order (the cursor and counts of ingest_state; not the times of runs)."""
+    tables = wh.sql("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+                    "AND table_name NOT IN ('ingest_state', 'schema_version') ORDER BY 1").to_series().to_list()
+    got = {t: wh.sql(f'SELECT * FROM "{t}" ORDER BY ALL').rows() for t in tables}
+    got["ingest_state"] = wh.sql("SELECT source, scope, cursor, status, rows_loaded FROM ingest_state").rows()
+    return got
+
+
+def assert_same_tables(columnar: dict[str, list[tuple]], frames: dict[str, list[tuple]]) -> None:
+    assert columnar["gpu_sample_facts"] and columnar["pods"] and columnar["nodes"] and columnar["gpus"]
+    assert columnar.keys() == frames.keys()
+    differ = [table for table, rows in frames.items() if columnar[table] != rows]
+    assert not differ, differ
+
+
+def test_collection_equals_the_series_frame_route(prom_small: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columnar route (each transform the frame of its own answers, the DCGM answers straight
+    into label sets and integer keys) stores what the series-frame route stores: every table, row
+    for row, over several chunks and shards, readings read again, re-collection included."""
+    import gpuinsight.sources.prometheus as prometheus
+
+    def collect(kind: type[PrometheusSource], name: str) -> tuple[dict[str, list[tuple]], list[str]]:
+        cfg = cfg_for(tmp_path, prom_small, name)
+        with Warehouse(cfg.db_path) as wh:
+            notes = []
+            for since in (T0, T0 + timedelta(hours=2)):  # then a re-collection of the last 4 hours
+                src = kind(cfg, points_per_query=200, points_per_batch=400)
+                notes += src.collect(wh, since, T_END, 300).notes
+            return stored(wh), notes
+
+    columnar, columnar_notes = collect(PrometheusSource, "columnar")
+    monkeypatch.setattr(prometheus, "dcgm_rows", wide_rows)
+    frames, frame_notes = collect(SeriesFramePath, "frames")
+    assert_same_tables(columnar, frames)
+    assert columnar_notes == frame_notes
+
+
+def test_a_bad_declaration_is_refused_in_its_chunk(small_fleet: SmallFleet, tmp_path: Path) -> None:
+    """A kube-state-metrics value no cluster produces (a pod created in the year 3e12), served from
+    the fourth hour on, is one-line bad input naming the series; the chunks before it stay loaded
+    with their cursor, nothing of its chunk is."""
+    from dataclasses import replace
+
+    from tests.prom_server import write_openmetrics
+
+    late = T0.timestamp() + 3 * 3600
+    series = [replace(s, points=[(t, 1e20 if t >= late else v) for t, v in s.points])
+              if s.name == "kube_pod_created" and s.labels.get("exported_pod") == small_fleet_pod(small_fleet) else s
+              for s in small_fleet.series]
+    om = write_openmetrics(series, tmp_path / "bad.om")
+    with prometheus_server(backfill(om, tmp_path / "tsdb")) as url:
+        cfg = cfg_for(tmp_path, url)
+        with Warehouse(cfg.db_path) as wh:
+            with pytest.raises(BadInput) as err:
+                PrometheusSource(cfg, points_per_batch=1).collect(wh, T0, T_END, 300)
+            message = str(err.value)
+            assert "\n" not in message and message.startswith("prometheus: kube_pod_created{") and \
+                "1e+20: time is not a plausible unix time" in message, message
+            cursor, status = wh.sql("SELECT cursor, status FROM ingest_state").row(0)
+            assert status == "failed" and T0 < cursor <= datetime.fromtimestamp(late, UTC).replace(tzinfo=None)
+            assert wh.sql("SELECT max(ts) FROM gpu_samples").item() < cursor
+
+
+def small_fleet_pod(fleet: SmallFleet) -> str:
+    """A pod of the small fleet (the first one kube_pod_created names)."""
+    return next(s.labels["exported_pod"] for s in fleet.series if s.name == "kube_pod_created")

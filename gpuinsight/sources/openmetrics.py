@@ -29,13 +29,11 @@ import polars as pl
 from gpuinsight.config import Config
 from gpuinsight.errors import BadInput
 from gpuinsight.sources.base import LoadContract, LoadReport
-from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, is_dcgm_like
-from gpuinsight.sources.gpu_nodes import EXPORTER_POD_INFO, NodeDirectory
+from gpuinsight.sources.dcgm import BY_SPELLING
+from gpuinsight.sources.gpu_nodes import NodeDirectory
 from gpuinsight.sources.plausible import EARLIEST_S, latest_s
 from gpuinsight.sources.prom.frames import TS, empty_series, first_label, to_naive_utc
 from gpuinsight.sources.prom.ksm import (
-    CHECKED_SERIES,
-    POD_OWNER_SERIES,
     check_ksm_values,
     ksm_nodes,
     ksm_pods,
@@ -48,8 +46,8 @@ from gpuinsight.sources.series import (
     dcgm_samples,
     gpu_facts,
     load_series,
-    sample_column,
     server_dropped,
+    transform_groups,
 )
 from gpuinsight.textfile import decode_utf8
 from gpuinsight.warehouse.db import Warehouse
@@ -443,19 +441,7 @@ def _gpu_parts(expo: Exposition, ids: pl.Series) -> list[pl.Series]:
 
 
 def _groups(series: pl.DataFrame) -> dict[str, pl.Series]:
-    """The ids of the series each transform reads (a series may be in several groups)."""
-    metric = pl.col("metric")
-    names = series.get_column("metric").unique().to_list()
-    dcgm = [n for n in names if is_dcgm_like(n) or sample_column(n) is not None]  # what dcgm_samples counts
-    mapped = [n for n in names if sample_column(n) is not None]  # ... and makes rows of
-    kube = metric.str.starts_with("kube_")
-    where = {
-        "checked": metric.is_in(CHECKED_SERIES),
-        "placements": metric.str.starts_with("kube_node_") | metric.is_in(["kube_pod_info", EXPORTER_POD_INFO]),
-        "server_dropped": metric.str.ends_with(DROPPED_SUFFIX),
-        "dcgm": metric.is_in(dcgm),
-        "pods": metric.str.starts_with("kube_pod_") | metric.is_in(POD_OWNER_SERIES),
-        "nodes": metric.str.starts_with("kube_node_"),
-        "rest": ~metric.is_in(mapped) & ~kube,  # cAdvisor, Kueue, HAMi, serving, DCGM energy
-    }
-    return {group: series.filter(pred).get_column(SID) for group, pred in where.items()}
+    """The ids of the series each transform reads (:func:`transform_groups`)."""
+    groups = transform_groups(series.get_column("metric").unique().to_list())
+    return {group: series.filter(pl.col("metric").is_in(list(names))).get_column(SID)
+            for group, names in groups.items()}

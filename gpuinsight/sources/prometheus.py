@@ -49,6 +49,7 @@ from gpuinsight.sources.prom.frames import (
     to_naive_utc,
 )
 from gpuinsight.sources.prom.generations import probe_generations
+from gpuinsight.sources.prom.ksm import SPAN_SERIES, check_ksm_values, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.promql import Matcher, Query
 from gpuinsight.sources.prom.refine import Refiner, spot
 from gpuinsight.sources.prom.store import get_state, set_state
@@ -56,9 +57,9 @@ from gpuinsight.sources.series import (
     SeriesBatch,
     TransformStats,
     gpu_facts,
-    ksm_rows,
     load_series,
     server_dropped,
+    transform_groups,
 )
 from gpuinsight.warehouse.db import Warehouse, memory_capped
 
@@ -323,16 +324,16 @@ class PrometheusSource:
                 span, qs, futures = pending.popleft()
                 # pods and nodes while the DCGM answers arrive (not earlier: one chunk's
                 # transforms at a time bounds the memory)
-                ksm = ksm_pool.submit(self._ksm, [f for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
+                ksm = ksm_pool.submit(self._ksm, [(q, f) for q, f in zip(qs, futures, strict=True) if not is_dcgm(q)])
                 answers = [(q, *f.result()) for q, f in zip(qs, futures, strict=True)]
                 del futures  # the answers live only until they are rows (not while those load)
-                ksm_rows_made = ksm.result()  # before the DCGM rows: one transform at a time
+                rest, pods, nodes = ksm.result()  # before the DCGM rows: one transform at a time
                 del ksm
                 start, end = from_epoch_s(round(span.start) - step), from_epoch_s(round(span.end))
                 batch = self._batch(answers, step, start, end)
                 if batch.advance_cursor:  # a batch left out has nothing to load
-                    batch.series, batch.pods, batch.nodes = ksm_rows_made
-                del ksm_rows_made
+                    batch.series, batch.pods, batch.nodes = rest, pods, nodes
+                del rest, pods, nodes
                 held = held or not batch.advance_cursor
                 batch.advance_cursor = not held  # nothing after a left-out chunk moves the cursor
                 yield batch
@@ -343,21 +344,36 @@ class PrometheusSource:
             pool.shutdown(wait=True, cancel_futures=True)
             ksm_pool.shutdown(wait=True, cancel_futures=True)
 
-    def _ksm(self, answers: list[Future[Made]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        """The chunk's kube-state-metrics series frame, and its pods and nodes rows; the nodes and
-        pod placements it names join the evidence for placing the chunk's GPUs."""
-        series = concat_series([f.result()[1] for f in answers])
-        self.directory.add_series(series)
-        return (series, *ksm_rows(series, self.cfg.cluster, SOURCE, self.stats, self.facts))
+    def _ksm(self, answers: list[tuple[Query, Future[Made]]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The chunk's series frames other than DCGM's: each transform gets the frame of only the
+        answers it reads (:func:`transform_groups`). Declarations no cluster makes are refused
+        first (bad input naming the series); returns the rest (cAdvisor, Kueue, HAMi, serving,
+        energy) and the pods and nodes rows; the nodes and pod placements join the evidence for
+        placing the chunk's GPUs."""
+        frames = [(q.metric, f.result()[1]) for q, f in answers]
+        groups = transform_groups(metric for metric, _ in frames)
+
+        def of(group: str) -> pl.DataFrame:
+            return concat_series([frame for metric, frame in frames if metric in groups[group]])
+
+        check_ksm_values(of("checked"), SOURCE)
+        self.directory.add_series(of("placements"))
+        pods = ksm_pods(of("pods"), self.cfg.cluster, source=SOURCE, notes=self.stats.ksm_notes)
+        nodes = ksm_nodes(of("nodes"), self.cfg.cluster, notes=self.stats.ksm_notes, facts=self.facts)
+        return of("rest"), pods, nodes
 
     def _fetch(self, q: Query) -> Made:
         """One answer and what can be made of it alone (:data:`Made`), in the fetch workers while
         others are on the wire. A DCGM answer keeps its label sets: the refiner reads them, and
-        its rows wait for the chunk's nodes (:func:`dcgm_rows`)."""
+        its rows wait for the chunk's nodes (:func:`dcgm_rows`). Any other answer becomes its
+        series frame (kube-state-metrics' labels categorical; of an info series read at every
+        step, each series' first and last point: :data:`~gpuinsight.sources.prom.ksm.SPAN_SERIES`)."""
         m = self.client.query_range(q)
         if is_dcgm(q):
             return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
-        return m.without_labels(), m.series_frame(q.metric, q.shift_s, q.keep), None
+        ksm = not transform_groups([q.metric])["rest"]
+        read = m.ends() if q.metric in SPAN_SERIES else m
+        return m.without_labels(), read.series_frame(q.metric, q.shift_s, q.keep, categorical=ksm), None
 
     def _batch(self, answers: list[tuple[Query, Matrix, pl.DataFrame, np.ndarray | None]], step: int,
                start: datetime, end: datetime) -> SeriesBatch:

@@ -48,7 +48,7 @@ from gpuinsight.sources.dcgm import (
 from gpuinsight.sources.energy import KEY as ENERGY_KEY
 from gpuinsight.sources.energy import SPELLINGS as ENERGY_SPELLINGS
 from gpuinsight.sources.energy import gpu_energy_samples
-from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory, resolve_nodes
+from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, EXPORTER_POD_INFO, NodeDirectory, resolve_nodes
 from gpuinsight.sources.hami_metrics import METRICS as HAMI_METRICS
 from gpuinsight.sources.hami_metrics import hami_samples
 from gpuinsight.sources.kueue_metrics import KEY as KUEUE_KEY
@@ -56,14 +56,28 @@ from gpuinsight.sources.kueue_metrics import METRICS as KUEUE_METRICS
 from gpuinsight.sources.kueue_metrics import kueue_quota_samples
 from gpuinsight.sources.prices import catalog_gpu_facts
 from gpuinsight.sources.prom.frames import TS, describe_series, first_label, lab
-from gpuinsight.sources.prom.ksm import check_ksm_values, fill_node_models, ksm_nodes, ksm_pods
+from gpuinsight.sources.prom.ksm import (
+    CHECKED_SERIES,
+    POD_OWNER_SERIES,
+    check_ksm_values,
+    fill_node_models,
+    ksm_nodes,
+    ksm_pods,
+)
 from gpuinsight.sources.prom.store import merge_spans, set_state
 from gpuinsight.sources.serving import CONFIG_KEY as SERVING_CONFIG_KEY
 from gpuinsight.sources.serving import KEY as SERVING_KEY
 from gpuinsight.sources.serving import is_serving, serving_config, serving_samples
 from gpuinsight.warehouse.db import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
-from gpuinsight.warehouse.samples import NATURAL_KEY, store_sample_rows
+from gpuinsight.warehouse.samples import (
+    LABEL_ID,
+    LABEL_TYPES,
+    MEASURE_TYPES,
+    NATURAL_KEY,
+    SampleRows,
+    store_sample_rows,
+)
 
 __all__ = [
     "DCGM_METRICS",
@@ -245,29 +259,50 @@ def reduction(column: str) -> str:
     return "max" if column in MAX_COLUMNS else "min" if column in MIN_COLUMNS else "mean"
 
 
-def finish_samples(out: pl.DataFrame, cluster: str, step_s: int, stats: TransformStats) -> pl.DataFrame:
-    """Per-key reduced fields -> ``gpu_samples`` rows plus :data:`HINT` (fallbacks, constants,
-    column order); GPUs placed on a node or not are recorded in ``stats``."""
+def _measure_fallbacks(frame: pl.DataFrame, step_s: int) -> pl.DataFrame:
+    """A field a generation does not publish, from the one that stands for it (``gpu_util`` for
+    GR activity, a per-step average for its missing extremes), and the step."""
     gr = pl.coalesce(pl.col("gr_active"), pl.col("gpu_util") / 100.0)
-    out = out.with_columns(gr.alias("gr_active")).with_columns(
+    return frame.with_columns(gr.alias("gr_active")).with_columns(
         pl.coalesce("gr_active_max", "gr_active").alias("gr_active_max"),
         pl.coalesce("gr_active_min", "gr_active").alias("gr_active_min"),
         pl.coalesce("pcie_tx_max_bps", "pcie_tx_bps").alias("pcie_tx_max_bps"),
         pl.coalesce("sm_active_max", "sm_active").alias("sm_active_max"),
         pl.coalesce("fb_used_max_mib", "fb_used_mib").alias("fb_used_max_mib"),
-        pl.lit(cluster, dtype=pl.Utf8).alias("cluster"),
         pl.lit(int(step_s), dtype=pl.Int32).alias("step_s"),
     )
-    out = out.select([pl.col(c).cast(t) for c, t in {**SAMPLE_COLUMNS, HINT: pl.Utf8()}.items()])
-    placed_gpus = out.group_by("gpu_uuid").agg(pl.col("node").is_not_null().any().alias("placed"),
-                                               pl.col(HINT).drop_nulls().last())
+
+
+def _note_placements(labels: pl.DataFrame, stats: TransformStats) -> None:
+    """GPUs placed on a node or not (``gpu_uuid``, ``node``, :data:`HINT` of rows or label sets)."""
+    placed_gpus = labels.group_by("gpu_uuid").agg(pl.col("node").is_not_null().any().alias("placed"),
+                                                  pl.col(HINT).drop_nulls().last())
     for uuid_, is_placed, hint in placed_gpus.iter_rows():
         if is_placed:
             stats.matched.add(uuid_)
             stats.unmatched.pop(uuid_, None)
         elif uuid_ not in stats.matched:
             stats.unmatched[uuid_] = hint
+
+
+def finish_samples(out: pl.DataFrame, cluster: str, step_s: int, stats: TransformStats) -> pl.DataFrame:
+    """Per-key reduced fields -> ``gpu_samples`` rows plus :data:`HINT` (fallbacks, constants,
+    column order); GPUs placed on a node or not are recorded in ``stats``."""
+    out = _measure_fallbacks(out, step_s).with_columns(pl.lit(cluster, dtype=pl.Utf8).alias("cluster"))
+    out = out.select([pl.col(c).cast(t) for c, t in {**SAMPLE_COLUMNS, HINT: pl.Utf8()}.items()])
+    _note_placements(out, stats)
     return out.sort(["ts", "gpu_uuid", "mig_instance"])
+
+
+def finish_sample_rows(samples: SampleRows, cluster: str, step_s: int, stats: TransformStats) -> SampleRows:
+    """:func:`finish_samples` for a batch kept as label sets and rows (:class:`SampleRows`: the
+    columnar Prometheus path): the same measures, the labels (with :data:`HINT`) once per set."""
+    rows = _measure_fallbacks(samples.rows, step_s).select(
+        pl.col(LABEL_ID).cast(pl.UInt32), pl.col("ts").cast(TS), *[pl.col(c).cast(t) for c, t in MEASURE_TYPES.items()])
+    labels = samples.labels.with_columns(pl.lit(cluster, dtype=pl.Utf8).alias("cluster")).select(
+        [pl.col(c).cast(t) for c, t in {**LABEL_TYPES, HINT: pl.Utf8()}.items()])
+    _note_placements(labels, stats)
+    return SampleRows(labels, rows)
 
 
 def _count_series(series: pl.DataFrame, mapped: pl.DataFrame, stats: TransformStats) -> None:
@@ -348,20 +383,31 @@ def server_dropped(series: pl.DataFrame, stats: TransformStats) -> None:
             stats.dropped.counts[key] = stats.dropped.counts.get(key, 0) + int(n)
 
 
-def gpu_inventory(samples: pl.DataFrame) -> pl.DataFrame:
-    """``gpus`` rows from samples: one per physical GPU (MIG instances fold into their parent)."""
+def gpu_inventory(samples: pl.DataFrame | SampleRows) -> pl.DataFrame:
+    """``gpus`` rows from samples: one per physical GPU (MIG instances fold into their parent).
+
+    Of :class:`SampleRows`, each label set's rows are reduced first (their first and last time,
+    the greatest memory), then the label sets: the same figures, a row per label set."""
     if samples.height == 0:
         return pl.DataFrame()
+    if isinstance(samples, SampleRows):
+        per_set = samples.rows.group_by(LABEL_ID).agg(
+            pl.col("ts").min().alias("_first"), pl.col("ts").max().alias("ts"),
+            (pl.col("fb_used_mib") + pl.col("fb_free_mib")).max().alias("_memory"))
+        frame = samples.labels.with_row_index(LABEL_ID).join(per_set, on=LABEL_ID)
+    else:
+        frame = samples.with_columns(pl.col("ts").alias("_first"),
+                                     (pl.col("fb_used_mib") + pl.col("fb_free_mib")).alias("_memory"))
     whole = pl.col("mig_instance") < 0
-    hint = [pl.col(HINT).sort_by("ts").drop_nulls().last()] if HINT in samples.columns else []
-    inv = samples.group_by(["cluster", "gpu_uuid"]).agg(
+    hint = [pl.col(HINT).sort_by("ts").drop_nulls().last()] if HINT in frame.columns else []
+    inv = frame.group_by(["cluster", "gpu_uuid"]).agg(
         pl.col("node").sort_by("ts").drop_nulls().last(),
         *hint,
         pl.col("gpu_index").sort_by("ts").drop_nulls().last(),
         pl.col("model_name").sort_by("ts").drop_nulls().last(),
-        (pl.col("fb_used_mib") + pl.col("fb_free_mib")).filter(whole).max().alias("memory_mib"),
+        pl.col("_memory").filter(whole).max().alias("memory_mib"),
         (pl.col("mig_instance") >= 0).any().alias("mig_mode"),
-        pl.col("ts").min().alias("first_seen"),
+        pl.col("_first").min().alias("first_seen"),
         pl.col("ts").max().alias("last_seen"),
     )
     if hint:  # a GPU placed on a node needs no hint (a later chunk may have placed it)
@@ -372,6 +418,33 @@ def gpu_inventory(samples: pl.DataFrame) -> pl.DataFrame:
     return inv.with_columns(
         pl.Series("gpu_model", models, dtype=pl.Utf8), pl.Series("memory_mib", memory, dtype=pl.Float64)
     ).sort("gpu_uuid")
+
+
+def transform_groups(names: Iterable[str]) -> dict[str, frozenset[str]]:
+    """The metric names of ``names`` each transform reads (a name may be in several groups), so
+    that every path hands each transform a frame of only its own series:
+
+    * ``checked``: the declarations :func:`check_ksm_values` checks;
+    * ``placements``: what :meth:`NodeDirectory.add_series` reads (nodes, pod placements);
+    * ``server_dropped``: the counts of readings a server dropped (:func:`server_dropped`);
+    * ``dcgm``: what :func:`dcgm_samples` counts and makes rows of;
+    * ``pods`` / ``nodes``: what :func:`ksm_pods` / :func:`ksm_nodes` read;
+    * ``rest``: neither DCGM fields nor kube-state-metrics (cAdvisor, Kueue, HAMi, serving,
+      DCGM energy), read by the transforms of :func:`_load_one`.
+    """
+    names = list(dict.fromkeys(names))
+    mapped = {n for n in names if sample_column(n) is not None}
+    kube = {n for n in names if n.startswith("kube_")}
+    where: dict[str, Callable[[str], bool]] = {
+        "checked": lambda n: n in CHECKED_SERIES,
+        "placements": lambda n: n.startswith("kube_node_") or n in ("kube_pod_info", EXPORTER_POD_INFO),
+        "server_dropped": lambda n: n.endswith(DROPPED_SUFFIX),
+        "dcgm": lambda n: is_dcgm_like(n) or n in mapped,
+        "pods": lambda n: n.startswith("kube_pod_") or n in POD_OWNER_SERIES,
+        "nodes": lambda n: n.startswith("kube_node_"),
+        "rest": lambda n: n not in mapped and n not in kube,
+    }
+    return {group: frozenset(filter(pred, names)) for group, pred in where.items()}
 
 
 def validate_series(series: pl.DataFrame, where: str) -> None:
@@ -412,29 +485,32 @@ class SeriesBatch:
     end: datetime | None = None
     notes: list[str] = field(default_factory=list)
     # gpu_samples rows (with HINT) built by the caller (the Prometheus path decodes DCGM answers
-    # straight into rows); ``series`` then holds only what the other tables need
-    samples: pl.DataFrame | None = None
+    # straight into label sets and rows); ``series`` then holds only what the other tables need
+    samples: pl.DataFrame | SampleRows | None = None
     pods: pl.DataFrame | None = None  # likewise ksm_rows(series), if the caller made them
     nodes: pl.DataFrame | None = None
     # False: the batch is not known complete (a partial answer), so the cursor stays put
     advance_cursor: bool = True
 
 
-def with_hami_rows(samples: pl.DataFrame, batch: SeriesBatch, cluster: str, directory: NodeDirectory) -> pl.DataFrame:
+def with_hami_rows(samples: pl.DataFrame | SampleRows, batch: SeriesBatch, cluster: str,
+                   directory: NodeDirectory) -> SampleRows:
     """``samples`` plus the rows HAMi's per-container series give (sources/hami_metrics.py) for the
     GPU, pod and time dcgm-exporter gave none (it sees HAMi's shared devices without pods); the
     node of a HAMi row is its pod's, else the one dcgm-exporter placed the GPU on."""
     hami = hami_samples(batch.series, cluster, batch.step_s, {**SAMPLE_COLUMNS, HINT: pl.Utf8()},
                         directory.pod_node)
     if hami.height == 0:
-        return samples
+        return samples if isinstance(samples, SampleRows) else SampleRows.from_wide(samples)
+    if isinstance(samples, SampleRows):  # rare (HAMi's series): the rows in the wide shape
+        samples = samples.wide().select([pl.col(c).cast(t) for c, t in {**SAMPLE_COLUMNS, HINT: pl.Utf8()}.items()])
     key = ["gpu_uuid", "ts", "namespace", "pod"]
     hami = hami.join(samples.select(key), on=key, how="anti")
     placed = samples.filter(pl.col("node").is_not_null()).group_by("gpu_uuid").agg(pl.col("node").last().alias("_n"))
     hami = hami.join(placed, on="gpu_uuid", how="left").with_columns(
         pl.coalesce("node", "_n").alias("node")).drop("_n")
-    return pl.concat([samples, hami.select(samples.columns)], how="vertical_relaxed").sort(["ts", "gpu_uuid",
-                                                                                          "mig_instance"])
+    return SampleRows.from_wide(pl.concat([samples, hami.select(samples.columns)], how="vertical_relaxed")
+                                .sort(["ts", "gpu_uuid", "mig_instance"]))
 
 
 def ksm_rows(series: pl.DataFrame, cluster: str, source: str, stats: TransformStats,
@@ -555,9 +631,8 @@ def _load_one(
                                node_labels=cfg.node_labels)
     else:
         samples = batch.samples
-    samples = with_hami_rows(samples, batch, cluster, directory)
+    samples = with_hami_rows(samples, batch, cluster, directory)  # label sets (HINT not stored) and rows
     gpus = gpu_inventory(samples)
-    samples = samples.drop(HINT)
     if batch.pods is None or batch.nodes is None:
         pods, nodes = ksm_rows(batch.series, cluster, source, stats, gpu_facts(wh))
     else:
@@ -568,7 +643,7 @@ def _load_one(
     server_config = serving_config(batch.series, cluster)
     energy = gpu_energy_samples(batch.series, cluster, batch.step_s, stats.energy_dropped)
     kueue = kueue_quota_samples(batch.series, cluster, batch.step_s)
-    seen = [f for f in (samples.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
+    seen = [f for f in (samples.rows.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
     rows: dict[str, int] = {}
@@ -592,7 +667,7 @@ def _load_one(
                                     schema={"cluster": pl.Utf8, "first_seen": TS, "last_seen": TS})
             merge_spans(wh, con, "clusters", clusters, ["cluster"])
         if samples.height:
-            rows.update(rebuild_rollups(con, samples))
+            rows.update(rebuild_rollups(con, samples.spans()))
         cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)

@@ -45,15 +45,15 @@ from gpuinsight.sources.series import (
     TransformStats,
     count_dropped,
     dcgm_identified,
-    finish_samples,
+    finish_sample_rows,
     reading_bounds,
     reduction,
     sample_column,
 )
+from gpuinsight.warehouse.samples import LABEL_ID, SampleRows
 
 KEY = ["gpu_uuid", "mig_instance", "namespace", "pod"]  # + ts: the rows of one step
 _VALUES = [c for c, t in SAMPLE_COLUMNS.items() if t == pl.Float64()]
-_ROWS = {**SAMPLE_COLUMNS, HINT: pl.Utf8()}
 
 
 def is_dcgm(q: Query) -> bool:
@@ -75,7 +75,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     kept = [(a, f) for a, f in zip(answers, frames, strict=True) if a[1].points]
     answers, frames = [a for a, _ in kept], [f for _, f in kept]
     if not answers:
-        return pl.DataFrame(schema=_ROWS)
+        return _no_rows()
     offsets = np.cumsum([0] + [len(m.labels) for _, m in answers[:-1]])
     series = series_identity(answers, stats, nodes, node_labels, frames)
     n_series = sum(len(m.labels) for _, m in answers)
@@ -119,12 +119,13 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         gp, tsp, vp, kp = gp[keep], tsp[keep], vp[keep], kp[keep]
     del keep
     if not len(gp):
-        return pl.DataFrame(schema=_ROWS)
+        return _no_rows()
 
-    # rows = distinct (key, ts); ``row`` maps every point to its row
+    # rows = distinct (ts, key), in time order; ``row`` maps every point to its row
     times, t_idx = _time_index(tsp, int(round(answers[0][0].step * 1_000_000)))
     del tsp
-    cells, row = _dense_rank(kp * len(times) + t_idx, len(keys) * len(times))
+    n_keys = keys.height
+    cells, row = _dense_rank(t_idx * n_keys + kp, len(times) * n_keys)
     del kp, t_idx
     n_rows = len(cells)
     bounds = np.cumsum(sizes) - sizes
@@ -135,22 +136,20 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
         vals_i = np.concatenate([vp[p] for p in parts]) if parts else vp[:0]
         out[col] = pl.Series(col, _reduce(rows_i, vals_i, n_rows, reduction(col)), nan_to_null=True)
     del vp
+    row_key = cells % n_keys
 
-    frame = pl.DataFrame({"_k": (cells // len(times)).astype(np.uint32)}).join(
-        keys, on="_k", how="left", maintain_order="left")
-    frame = frame.with_columns(pl.Series("ts", times[cells % len(times)]).cast(TS))
-    del cells
-    # The greatest container and the last non-null node / index / model / profile among a
-    # row's series. When every series of a key agrees on one (nearly always), it is the key's.
+    # The label set of a row: its key, the greatest container and the last non-null node / hint /
+    # index / model / profile among its series (in answer order). When every series of a key
+    # agrees on one (nearly always), it is the key's, and a key is one label set.
     attrs = ["container", *LAST_NON_NULL]
     per_key = series.group_by("_k").agg(*[pl.col(c).first() for c in attrs],
                                         *[(pl.col(c).n_unique() == 1).alias(f"_{c}") for c in attrs])
     uniform = [c for c in attrs if per_key[f"_{c}"].all()]
-    frame = frame.join(per_key.select("_k", *uniform), on="_k", how="left", maintain_order="left")
+    codes: dict[str, np.ndarray] = {}  # per row, for an attribute that is not its key's: where it comes from
     if "container" not in uniform:
         best = np.zeros(n_rows, dtype=np.int64)
         np.maximum.at(best, row, container_of[gp])
-        frame = frame.with_columns(pl.Series("container", containers.gather(best)))
+        codes["container"] = best
     last_any = None
     for c in LAST_NON_NULL:  # the last series (in answer order) with the attribute gives it
         if c in uniform:
@@ -165,10 +164,35 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
             last = np.full(n_rows, -1, dtype=np.int64)
             sel = _per_series(n_series, g, has, False)[gp]
             np.maximum.at(last, row[sel], gp[sel])
-        idx = pl.Series(np.where(last >= 0, attr_row[np.maximum(last, 0)], -1))
-        frame = frame.with_columns(series[c].gather(idx.replace(-1, None)).alias(c))
-    frame = frame.with_columns(**out)
-    return finish_samples(frame, cluster, step_s, stats)
+        codes[c] = np.where(last >= 0, attr_row[np.maximum(last, 0)], -1)  # a row of ``series``, -1: none
+    del gp, row
+    label_of = keys.join(per_key.select("_k", *uniform), on="_k", how="left", maintain_order="left")
+    if codes:  # rare: label sets within a key, numbered by their codes
+        sets = pl.DataFrame({"_k": row_key, **codes}).with_columns(pl.col("_k").cast(pl.UInt32))
+        distinct = sets.unique(maintain_order=True)
+        label_id = sets.join(distinct.with_row_index(LABEL_ID), on=list(sets.columns), how="left",
+                             maintain_order="left")[LABEL_ID].to_numpy()
+        values = [containers.gather(distinct[c]) if c == "container" else series[c].gather(distinct[c].replace(-1, None))
+                  for c in codes]
+        label_of = distinct.join(label_of, on="_k", how="left", maintain_order="left").with_columns(
+            [v.alias(c) for v, c in zip(values, codes, strict=True)])
+        del sets, distinct
+    else:  # the keys with rows (a key whose every reading was dropped has none)
+        used = np.zeros(n_keys, dtype=bool)
+        used[row_key] = True
+        if used.all():
+            label_id = row_key
+        else:
+            label_id = (np.cumsum(used) - 1)[row_key]
+            label_of = label_of.filter(pl.Series(used))
+    rows = pl.DataFrame({LABEL_ID: label_id.astype(np.uint32)}).with_columns(
+        pl.Series("ts", times[cells // n_keys]).cast(TS), **out)
+    return finish_sample_rows(SampleRows(label_of.drop("_k"), rows), cluster, step_s, stats)
+
+
+def _no_rows() -> SampleRows:
+    empty = SampleRows.empty()
+    return SampleRows(empty.labels.with_columns(pl.lit(None, dtype=pl.Utf8).alias(HINT)), empty.rows)
 
 
 def _per_series(n: int, g: np.ndarray, values: np.ndarray, missing: object) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,16 @@ class Matrix:
         keep = pl.Series(mask)
         return Matrix(self.labels, lens, self.ts.filter(keep), self.values.filter(keep), self.warnings)
 
+    def ends(self) -> Matrix:
+        """Each series' first and last point only (both the same point for a series of one)."""
+        if not self.points:
+            return self
+        last = np.cumsum(self.lens) - 1
+        mask = np.zeros(self.points, dtype=bool)
+        mask[last[self.lens > 0]] = True
+        mask[(last - self.lens + 1)[self.lens > 0]] = True
+        return self.select_points(mask)
+
     def series_index(self) -> np.ndarray:
         """The series (index into ``labels``) of every point."""
         return np.repeat(np.arange(len(self.labels), dtype=np.uint32), self.lens)
@@ -86,8 +97,10 @@ class Matrix:
                  if n not in _RESERVED and (keep is None or n in keep)]
         return pl.DataFrame({n: [m.get(n) for m in self.labels] for n in names}, schema=dict.fromkeys(names, pl.Utf8))
 
-    def series_frame(self, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None) -> pl.DataFrame:
-        """The long series frame: ``ts`` = evaluation time - ``shift_s``."""
+    def series_frame(self, metric: str, shift_s: float = 0, keep: frozenset[str] | None = None, *,
+                     categorical: bool = False) -> pl.DataFrame:
+        """The long series frame: ``ts`` = evaluation time - ``shift_s``. ``categorical``: the labels
+        as pl.Categorical (a label repeated on every point then costs 4 bytes, not a string)."""
         if not self.points:
             return empty_series()
         frame = pl.DataFrame([
@@ -97,6 +110,8 @@ class Matrix:
         ])
         labels = self.label_frame(keep)
         if labels.width:
+            if categorical:
+                labels = labels.with_columns(pl.all().cast(pl.Categorical))
             idx = pl.Series(self.series_index())
             frame = pl.concat([frame, labels.select(pl.all().gather(idx))], how="horizontal")
         return frame
@@ -164,11 +179,13 @@ def describe_series(row: dict[str, Any]) -> str:
     return f"{row.get('metric')}{{{labels}}}"
 
 
+@lru_cache(maxsize=1024)  # a handful of resource names, asked for every pod
 def sanitized_resource(resource: str) -> str:
     """kube-state-metrics' spelling of a resource name (``nvidia.com/gpu`` -> ``nvidia_com_gpu``)."""
     return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
 
 
+@lru_cache(maxsize=1024)
 def unsanitize_resource(resource: str) -> str:
     """kube-state-metrics' sanitised resource name back to the Kubernetes one.
 

@@ -14,6 +14,7 @@ Node facts are read with the same rules as the Kubernetes objects (:mod:`gpuinsi
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -75,6 +76,12 @@ _DEVICE_SERIES = ("kube_pod_container_resource_requests", "kube_pod_container_re
 CHECKED_SERIES = (*_TIME_SERIES, *_DEVICE_SERIES)
 # What ksm_pods reads besides the kube_pod_* series.
 POD_OWNER_SERIES = ("kube_replicaset_owner", "kube_job_owner")
+# Info series (value 1) the transforms here and the node directory read only for their labels and
+# the first and last time each series is seen (a pod's or node's span, the newest labels); the
+# Prometheus path reads them at every step and the other pod series once, at the chunk's end,
+# so the pod a name meant then (_uid_by_name) is also the newest point's. Of an info series'
+# points, its first and last say all the transforms read.
+SPAN_SERIES = frozenset({"kube_pod_info", "kube_node_info"})
 
 
 def check_ksm_values(series: pl.DataFrame, where: str, line_column: str | None = None) -> None:
@@ -115,6 +122,7 @@ def _val(s: pl.DataFrame, name: str) -> pl.Expr:
     return pl.when(v == NONE).then(None).otherwise(v)
 
 
+@lru_cache(maxsize=1024)  # a handful of keys, asked for every pod
 def sanitized_label(key: str) -> tuple[str, ...]:
     """kube-state-metrics' label name(s) for a Kubernetes label key: invalid characters become
     ``_``; since v2.0 camelCase also becomes snake_case (``capacityType`` -> ``capacity_type``)."""
