@@ -157,13 +157,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_fleet_args(ap, gpus=10_000, days=30, interval=300)
     ap.add_argument("--keep-db", type=Path, help="leave a copy of yesterday's warehouse here")
-    ap.add_argument("--stage", choices=["base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
+    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--since", help=argparse.SUPPRESS)
     ap.add_argument("--until", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.stage == "tsdb":
+        day31_tsdb(a.workdir, json.loads((a.files / "manifest.json").read_text()), a.days)
+        return
     if a.stage == "base":
         print(json.dumps(stage_base(a.db, a.files, a.days)))
         return
@@ -191,12 +194,17 @@ def main() -> None:
               f"{a.interval} s: {files.sample_rows:,} sample rows (generation took {m['generate_s']:.0f} s, not timed)")
         print(f"machine: {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
               f"GB RAM, load average {os.getloadavg()[0]:.1f} at start; each stage a fresh process")
-        tsdb = day31_tsdb(workdir, m, a.days)
         yesterday, since, until = _day_end(m, a.days - 1), _day_end(m, a.days), _day_end(m, a.days + 1)
         day = int(a.days) + 1
 
         daily_db, full_db = tmp / "daily.duckdb", tmp / "full.duckdb"
         me = [sys.executable, __file__, "--files", str(root), "--days", str(a.days - 1), "--interval", str(a.interval)]
+        # in a child: the fleet it builds would otherwise stay in this process, and every stage started
+        # from it would inherit its peak RSS (the kernel carries the parent's high-water mark into ru_maxrss)
+        r = run_stage("tsdb", [sys.executable, __file__, "--files", str(root), "--days", str(a.days),
+                               "--interval", str(a.interval), "--workdir", str(workdir), "--stage", "tsdb"], tmp)
+        print(r["stdout"].rstrip() or "  days in Prometheus: reused", flush=True)
+        tsdb = workdir / f"days{int(a.days)}-{int(a.days) + 1}-tsdb"
         base = run_stage("base", [*me, "--db", str(daily_db), "--stage", "base"], tmp)
         print(f"setup: days 1-{int(a.days) - 1} loaded and modelled in {base['seconds']:.0f} s "
               f"(peak {base['peak_mb'] / 1024:.1f} GB), not timed", flush=True)
