@@ -251,6 +251,8 @@ def test_apply_and_rollback_change_each_cluster_through_its_own_context(fleet: S
         with Warehouse(db_path) as wh:
             audit = rows(wh, plan.plan_id)
         assert {r["status"] for r in audit} == {"applied"} and int(found[2]) == len(audit)
+        assert {r["cluster"] for r in audit} == {"east", "west"}
+        assert all(r["cluster"] == r["applied"]["action"]["cluster"] for r in audit)
         touched: dict[str, set[tuple[str, str | None, str]]] = {}
         for cluster, api in apis.items():
             log = writes(api, start[cluster])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -221,3 +222,30 @@ def test_memory_limit_is_applied_and_a_bad_one_is_refused(tmp_path: Path, monkey
     monkeypatch.setenv("GPUINSIGHT_MEMORY_LIMIT", "lots")
     with pytest.raises(BadInput, match="memory limit 'lots'"):
         gi.open(tmp_path / "w.duckdb")
+
+
+def test_audit_rows_recorded_before_the_cluster_column_take_their_actions_cluster(tmp_path: Path) -> None:
+    """Migration 022 on a warehouse with audit rows: each gets the cluster its recorded action
+    named; a row whose action named none stays NULL."""
+    import shutil
+
+    from gpuinsight.paths import queries_dir
+
+    root = tmp_path / "q"
+    shutil.copytree(queries_dir() / "schema", root / "schema")
+    later = [p for p in (root / "schema").glob("*.sql") if int(p.name[:3]) >= 22]
+    held = {p.name: p.read_text() for p in later}
+    for p in later:
+        p.unlink()
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    migrate(con, root)
+    assert "cluster" not in {r[0] for r in con.execute("DESCRIBE applied_actions").fetchall()}
+    for seq, action in enumerate([{"cluster": "east", "target": "Queue/default"}, {"target": "Queue/default"},
+                                  {"cluster": "west", "target": "Queue/default"}], start=1):
+        con.execute("INSERT INTO applied_actions (plan_id, seq, target, operation, applied, status) "
+                    "VALUES ('p', ?, 'Queue/default', 'patch', ?, 'applied')", [seq, json.dumps({"action": action})])
+    for name, text in held.items():
+        (root / "schema" / name).write_text(text)
+    assert 22 in migrate(con, root)
+    assert con.execute("SELECT seq, cluster FROM applied_actions ORDER BY seq").fetchall() == [
+        (1, "east"), (2, None), (3, "west")]

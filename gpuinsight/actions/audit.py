@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuinsight.actions.clusters import action_cluster
 from gpuinsight.errors import GpuInsightError
 from gpuinsight.plan.store import store_plan
 
@@ -68,9 +69,10 @@ def record(wh: Warehouse, plan_id: str, seq: int, action: dict[str, Any], status
     with wh.transaction() as con:
         con.execute("DELETE FROM applied_actions WHERE plan_id = ? AND seq = ?", [plan_id, seq])
         con.execute(
-            "INSERT INTO applied_actions (plan_id, seq, recommendation_id, target, operation, previous, applied,"
-            " status, message, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [plan_id, seq, action.get("recommendation"), action.get("target"), operation(action),
+            "INSERT INTO applied_actions (plan_id, seq, recommendation_id, cluster, target, operation, previous,"
+            " applied, status, message, applied_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [plan_id, seq, action.get("recommendation"), action_cluster(action) or None, action.get("target"),
+             operation(action),
              json.dumps(previous, default=str), json.dumps({"action": action, **(applied or {})}, default=str),
              status, message, _now()])
     return Step(seq, str(action.get("target")), operation(action), status, message)
