@@ -31,9 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def run(gpus_per_node: int, step: int, production: bool) -> dict[str, Any]:
     import gpuinsight as gi
-    from gpuinsight.rules.common import compute_peak
     from gpuinsight.rules.engine import evaluate_plan
-    from tests.genai_trace import MEMORY_MIB, ffd_gpus, isolation_ffd_gpus, load_trace, memory_violations
+    from tests.genai_trace import (
+        MEMORY_MIB,
+        compute_peak,
+        ffd_gpus,
+        isolation_ffd_gpus,
+        load_trace,
+        memory_violations,
+    )
 
     with tempfile.TemporaryDirectory(prefix="gi-genai-") as tmp, gi.open(Path(tmp) / "genai.duckdb") as g:
         t0 = time.perf_counter()

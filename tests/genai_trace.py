@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.rules.common import compute_peak_of
 from gpuinsight.warehouse import Warehouse
 from gpuinsight.warehouse.rollup import rebuild_rollups
 from gpuinsight.warehouse.samples import store_sample_rows
@@ -136,6 +137,12 @@ def memory_violations(recs: list[Any], profile: pl.DataFrame, memory_mib: float 
         if factor * sum(top) > memory_mib:
             bad.append(f"time-sliced {node}: {sum(top):.0f} MiB of {memory_mib:.0f}")
     return bad
+
+
+def compute_peak(r: dict[str, Any]) -> float:
+    """The rule's compute figure (:func:`gpuinsight.rules.common.compute_peak_of`) of a
+    ``workload_gpu_profile`` row as a dict."""
+    return compute_peak_of(r["peak_p95"], r["gr_p95"], r["sm_p95"])
 
 
 def ffd_gpus(demands: list[tuple[float, float]], memory_mib: float = MEMORY_MIB, target: float = 0.8) -> int:

@@ -66,8 +66,9 @@ class RandomFleet:
         if self.queues:
             extra["queue_usage"] = pl.DataFrame([{"cluster": self.fleet.cluster, **q} for q in self.queues],
                                                 infer_schema_length=None)
-            extra["fleet_summary"] = pl.DataFrame([{"gpu_hours": 48.0 * 100, "total_usd": 48 * 100 * 4.0,
-                                                    "hours": 48.0, "allocated_gpu_hours": 48.0 * 60}])
+            extra["cluster_summary"] = pl.DataFrame([{"cluster": self.fleet.cluster, "gpu_hours": 48.0 * 100,
+                                                      "total_usd": 48 * 100 * 4.0, "hours": 48.0,
+                                                      "allocated_gpu_hours": 48.0 * 60}])
         return self.fleet.frames(**extra)
 
 

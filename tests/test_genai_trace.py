@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 import gpuinsight as gi
-from gpuinsight.rules.common import compute_peak
 from gpuinsight.rules.engine import evaluate_plan
-from tests.genai_trace import ffd_gpus, isolation_ffd_gpus, load_trace, memory_violations
+from tests.genai_trace import compute_peak, ffd_gpus, isolation_ffd_gpus, load_trace, memory_violations
 
 
 @pytest.fixture(scope="module")

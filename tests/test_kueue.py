@@ -30,6 +30,7 @@ from gpuinsight.sources.k8s.kueue import clusterqueue_row, localqueue_row, resou
 from gpuinsight.sources.kubernetes import collect_live, load_dump_dir
 from gpuinsight.sources.openmetrics import load_openmetrics
 from gpuinsight.sources.prices import load_catalog
+from gpuinsight.sql.rows import make_row
 from tests.crds import KUEUE
 from tests.k8s_server import FakeKubeAPI
 from tests.prom_server import Series, backfill, prometheus_server, write_openmetrics
@@ -201,13 +202,13 @@ def test_kueue_and_hami_metrics_through_a_real_prometheus(tmp_path: Path) -> Non
 
 # -- the rule on literal rows ----------------------------------------------------------------------
 
-def row(**over: Any) -> dict[str, Any]:
+def row(**over: Any) -> Any:
     base = {"cluster": "c", "cluster_queue": "cq", "cohort": None, "flavor": "a100", "resource": "nvidia.com/gpu",
             "gpu_resource": True, "gpus_per_unit": 1.0, "nominal_quota": 32.0, "borrowing_limit": None,
             "lending_limit": None, "used_avg": 2.0, "used_p95": 4.0, "used_max": 12.0, "hours_used": 48,
             "source": "pods", "reserved_now": 4.0, "borrowed_now": None, "largest_workload_need": 8.0,
             "largest_pending_need": 0.0, "live_workloads": 2, "pending_workloads": 0, "api_version": "v1beta1"}
-    return {**base, **over}
+    return make_row("kueue_quota_usage", **{**base, **over})
 
 
 def nominal(recs: list[Recommendation]) -> float:
@@ -215,23 +216,23 @@ def nominal(recs: list[Recommendation]) -> float:
 
 
 def test_borrowing_covers_the_peak_only_in_a_cohort_with_room() -> None:
-    alone = kueue_findings([row()], SETTINGS, 4.0)
+    alone = kueue_findings([row()], SETTINGS, {"c": 4.0})
     assert nominal(alone) == 15  # no cohort: the nominal quota is the ceiling, kept at peak 12 + 25 %
-    shared = kueue_findings([row(cohort="research")], SETTINGS, 4.0)
+    shared = kueue_findings([row(cohort="research")], SETTINGS, {"c": 4.0})
     assert nominal(shared) == 8  # p95 4 + 25 % -> 5, raised to the live Workload's 8; peaks borrow
     assert "borrowing from cohort research covers the peaks" in shared[0].title
-    tight = kueue_findings([row(cohort="research", borrowing_limit=2.0)], SETTINGS, 4.0)
+    tight = kueue_findings([row(cohort="research", borrowing_limit=2.0)], SETTINGS, {"c": 4.0})
     assert nominal(tight) == 15  # 8 + 2 cannot reach the peak of 12
-    lending = kueue_findings([row(cohort="research", lending_limit=20.0)], SETTINGS, 4.0)
+    lending = kueue_findings([row(cohort="research", lending_limit=20.0)], SETTINGS, {"c": 4.0})
     assert lending[0].proposed["quotas"][0]["lending_limit"] == 8  # Kueue: lendingLimit <= nominalQuota
 
 
 def test_a_pending_workload_that_can_never_be_admitted_raises_the_quota() -> None:
     recs = kueue_findings([row(nominal_quota=8.0, used_p95=8.0, used_max=8.0, largest_pending_need=16.0,
-                               pending_workloads=1)], SETTINGS, 4.0)
+                               pending_workloads=1)], SETTINGS, {"c": 4.0})
     assert nominal(recs) == 16 and "can ever admit" in recs[0].title
     assert kueue_findings([row(nominal_quota=8.0, used_p95=8.0, used_max=8.0, largest_pending_need=16.0,
-                               cohort="x")], SETTINGS, 4.0) == []  # unlimited borrowing may admit it
+                               cohort="x")], SETTINGS, {"c": 4.0}) == []  # unlimited borrowing may admit it
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -252,17 +253,17 @@ def test_random_kueue_queues_never_cut_below_a_live_workload(seed: int) -> None:
                                 largest_workload_need=float(rng.randint(0, 40)),
                                 reserved_now=rng.choice([None, float(rng.randint(0, 30))]),
                                 largest_pending_need=float(rng.choice([0, rng.randint(0, 90)]))))
-    by_key = {(r["cluster_queue"], r["flavor"], r["resource"]): r for r in rows}
-    for rec in kueue_findings(rows, SETTINGS, 4.0):
+    by_key = {(r.cluster_queue, r.flavor, r.resource): r for r in rows}
+    for rec in kueue_findings(rows, SETTINGS, {"c": 4.0}):
         validate_finding(rec.to_dict(), f"seed {seed}")
         for q in rec.proposed["quotas"]:
             r = by_key[(rec.queue, q["flavor"], q["resource"])]
-            floor = max(r["largest_workload_need"], r["reserved_now"] or 0)
+            floor = max(r.largest_workload_need, r.reserved_now or 0)
             assert q["nominal_quota"] >= floor - 1e-9, (seed, q, r)
-            if q["nominal_quota"] < r["nominal_quota"]:  # lowered: the peak still fits, by quota or borrowing
-                reach = q["nominal_quota"] + (r["borrowing_limit"] if r["borrowing_limit"] is not None else
-                                              (float("inf") if r["cohort"] else 0))
-                assert reach >= r["used_max"] - 1e-9, (seed, q, r)
+            if q["nominal_quota"] < r.nominal_quota:  # lowered: the peak still fits, by quota or borrowing
+                reach = q["nominal_quota"] + (r.borrowing_limit if r.borrowing_limit is not None else
+                                              (float("inf") if r.cohort else 0))
+                assert reach >= r.used_max - 1e-9, (seed, q, r)
             if q.get("lending_limit") is not None:
                 assert q["lending_limit"] <= q["nominal_quota"]
 

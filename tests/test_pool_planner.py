@@ -16,6 +16,7 @@ import random
 import pytest
 
 from gpuinsight.errors import BadInput
+from gpuinsight.keys import NodeKey
 from gpuinsight.migparted import layout_errors, spec_errors
 from gpuinsight.rules.engine import evaluate_plan, evaluate_rules
 from gpuinsight.rules.pack_bound import (
@@ -153,7 +154,7 @@ def test_lone_small_production_service_on_a_mixed_8_gpu_node_gets_a_mig_slice() 
         if p.node == node and index in (held.get((p.namespace, p.name)) or []):
             assert (p.namespace, p.name) in stopped
     assert not any(r.rule in ("mps", "timeslice") and r.evidence["production"] for r in recs if r.rule == "timeslice")
-    assert (f.cluster, node) in ctx.shared_gpus and (f.cluster, node) not in ctx.hosts
+    assert ctx.partitioned_gpus(NodeKey(f.cluster, node)) > 0 and not ctx.is_sharing_host(NodeKey(f.cluster, node))
     restarts = {x["pod"] for x in rank.evidence["restarts"]}
     assert "shop/rank-0" in restarts and "device plugin" in rank.evidence["also_restarted"]
 

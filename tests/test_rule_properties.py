@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 
 from gpuinsight.gpumodels import MEMORY_MIB
+from gpuinsight.keys import PodKey, WorkloadKey
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.engine import evaluate_plan
 from tests.random_fleets import RandomFleet, random_fleet
@@ -461,8 +462,7 @@ def check_binpack_optimal(rf: RandomFleet, recs: list[Any], ctx: PlanContext) ->
     findings = {r.evidence["pool"]: r for r in recs if r.rule == "binpack"}
     where, moved, partitioned, hosts = consolidation_state(rf, recs)
     gone = {(p.namespace, p.name) for p in f.pods
-            if (f.cluster, p.namespace, p.name) in ctx.pods_leaving
-            or (f.cluster, p.namespace, p.workload) in ctx.workloads_leaving}
+            if ctx.is_gone(PodKey(f.cluster, p.namespace, p.name), WorkloadKey(f.cluster, p.namespace, p.workload))}
     returned: dict[str, float] = defaultdict(float)
     for r in recs:
         if r.rule != "binpack":

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuinsight.config import DEFAULT_CLUSTER
 from gpuinsight.errors import BadInput
 from gpuinsight.plan import Recommendation
 from gpuinsight.rules.engine import evaluate_plan, evaluate_rules
@@ -334,8 +335,9 @@ def queue_frames(*queues: dict[str, Any]) -> dict[str, pl.DataFrame]:
             "allocated_gpu_p95": 2.0, "allocated_gpu_max": 2.0, "used_gpu_avg": 0.01, "pending_p95_s": 2.0,
             "pending_pods": 0, "largest_pod_gpus": 1.0, "largest_gang_gpus": 1.0}
     return {"queue_usage": pl.DataFrame([base | q for q in queues], infer_schema_length=None),
-            "fleet_summary": pl.DataFrame([{"gpu_hours": 48.0 * 50, "total_usd": 48 * 50 * 5.0, "hours": 48.0,
-                                            "allocated_gpu_hours": 48.0 * 30}])}
+            "cluster_summary": pl.DataFrame([{"cluster": DEFAULT_CLUSTER, "gpu_hours": 48.0 * 50,
+                                              "total_usd": 48 * 50 * 5.0, "hours": 48.0,
+                                              "allocated_gpu_hours": 48.0 * 30}])}
 
 
 def test_queue_over_provisioned_and_well_sized() -> None:
@@ -349,6 +351,23 @@ def test_queue_over_provisioned_and_well_sized() -> None:
     assert r.current["deserved"] == {"nvidia.com/gpu": 24.0}
     assert r.monthly_savings_usd == 0 and r.evidence["saving_basis"] == "entitlement"
     assert r.evidence["idle_entitlement_usd_per_month_at_list"] == pytest.approx(21 * 5.0 * 730)
+
+
+def test_a_queue_finding_quotes_its_own_clusters_price_and_spare_gpus() -> None:
+    """Two clusters with the same queue name: each finding's idle entitlement is priced at its
+    cluster's GPU-hour and quotes its cluster's unallocated GPUs, not the fleet's."""
+    frames = queue_frames(*({"cluster": c, "queue": "research", "deserved_gpu": 24.0, "capability_gpu": 32.0}
+                            for c in ("east", "west")))
+    frames["cluster_summary"] = pl.DataFrame([
+        {"cluster": "east", "hours": 48.0, "gpu_hours": 48.0 * 50, "allocated_gpu_hours": 48.0 * 30,
+         "total_usd": 48 * 50 * 5.0},
+        {"cluster": "west", "hours": 24.0, "gpu_hours": 24.0 * 10, "allocated_gpu_hours": 24.0 * 9,
+         "total_usd": 24 * 10 * 2.0}])
+    by = {r.cluster: r for r in evaluate_rules(frames)}
+    assert by["east"].evidence["idle_entitlement_usd_per_month_at_list"] == pytest.approx(21 * 5.0 * 730)
+    assert by["west"].evidence["idle_entitlement_usd_per_month_at_list"] == pytest.approx(21 * 2.0 * 730)
+    assert by["east"].evidence["cluster_unallocated_gpus_avg"] == 20.0
+    assert by["west"].evidence["cluster_unallocated_gpus_avg"] == 1.0
 
 
 def test_queue_never_cut_below_a_jobs_pod_or_gang() -> None:
@@ -489,14 +508,15 @@ def test_one_selector_reading_for_pdbs_hypernodes_and_spot() -> None:
     from gpuinsight.kubelabels import selector_matches
     from gpuinsight.rules.spot import has_pdb
     from gpuinsight.rules.topology_domains import _selects
+    from gpuinsight.sql.rows import make_row
 
     pod = '{"app": "api", "tier": "serving"}'
     by_expression = '{"matchExpressions": [{"key": "app", "operator": "In", "values": ["api", "web"]}]}'
-    assert has_pdb({"pod_labels": pod, "pdb_selectors": [by_expression]})
-    assert has_pdb({"pod_labels": pod, "pdb_selectors": ['{"matchLabels": {"app": "api"}}']})
-    assert not has_pdb({"pod_labels": pod, "pdb_selectors": [
+    assert has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=[by_expression]))
+    assert has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=['{"matchLabels": {"app": "api"}}']))
+    assert not has_pdb(make_row("disruption_controls", pod_labels=pod, pdb_selectors=[
         '{"matchLabels": {"app": "api"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", '
-        '"values": ["serving"]}]}', "{}"]})
+        '"values": ["serving"]}]}', "{}"]))
     assert _selects({"selector": {"labelMatch": {}}}, "n1", {"rack": "r1"})
     assert _selects({"selector": {"labelMatch": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}}},
                     "n1", {"rack": "r1"})

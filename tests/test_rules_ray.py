@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from gpuinsight.keys import WorkloadKey
 from gpuinsight.rules.engine import evaluate_plan, evaluate_rules
 from tests.ray_keda_frames import T0, frame, ray_group_row, ray_job_row, stretch_row
 from tests.rule_fleets import Fleet, Node, Pod, Usage
@@ -112,7 +113,7 @@ def test_finished_job_whose_cluster_lives_on() -> None:
     # from 04:00 on (the TTL ends at 03:25, inside the hour already excluded): 44 h of 2 of the 4 GPUs
     assert r.evidence["hours_held_after_end"] == 44 and r.evidence["hours_kept_by_proposed_ttl"] == 0
     assert r.monthly_savings_usd == pytest.approx(4.6016 / 2 * 44 / 48 * 730, rel=1e-3)
-    assert ("c", NS, "embed-x7k2p") in ctx.workloads_leaving
+    assert ctx.workload_leaves(WorkloadKey("c", NS, "embed-x7k2p")) == r.id
     late = ray_job_row(f, NS, "embed", "embed-x7k2p", T0 + timedelta(hours=3, minutes=58))
     (r2,) = evaluate_rules(f.frames(ray_jobs=frame([late]), ray_groups=frame([]), idle_stretches=frame([])))
     assert r2.evidence["hours_kept_by_proposed_ttl"] == 1  # 03:58 + 5 min reaches into 04:00-05:00

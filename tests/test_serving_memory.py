@@ -26,6 +26,7 @@ from gpuinsight.rules.consolidation_plan import Targets, demand_size
 from gpuinsight.rules.serving import MIB, server_setting, serving_size
 from gpuinsight.sources.openmetrics import load_openmetrics
 from gpuinsight.sources.prometheus import PrometheusSource
+from gpuinsight.sql.rows import make_row
 from gpuinsight.warehouse import Warehouse
 from tests.prom_server import backfill, prometheus_server, write_openmetrics
 from tests.test_serving import T, _series
@@ -36,28 +37,29 @@ H100 = 81559.0          # an H100-80GB as DCGM reports it (used + free)
 SLICE_3G = 40 * 998.0   # a 3g.40gb instance, as the rules take it
 
 
-def facts(**kw: Any) -> dict[str, Any]:
+def facts(**kw: Any) -> Any:
     base = {"server": "vllm", "kv_cache_peak": 0.04, "kv_hours": 48, "gpu_memory_utilization": 0.9,
             "kv_cache_memory_bytes": None, "num_gpu_blocks": 27520, "block_size": 16, "cache_dtype": "auto",
             "kv_cache_bytes_annotations": ["53.75Gi"]}
-    return {**base, **kw}
+    return make_row("serving_memory", **{**base, **kw})
 
 
-def row(fb: float = 73940.0, **kw: Any) -> dict[str, Any]:
-    return {"fb_max_mib": fb, "peak_p95": 0.12, "gr_p95": 0.12, "sm_p95": 0.1, "_serving_memory": facts(**kw)}
+def row(fb: float = 73940.0, **kw: Any) -> tuple[Any, Any]:
+    """A serving workload's ``workload_gpu_profile`` row and its ``serving_memory`` row."""
+    return (make_row("workload_gpu_profile", fb_max_mib=fb, peak_p95=0.12, gr_p95=0.12, sm_p95=0.1), facts(**kw))
 
 
 # -- the size ---------------------------------------------------------------------------------------
 
 def test_a_reserved_vllm_is_sized_on_the_kv_cache_it_used() -> None:
     """By hand: R = 73,940 MiB reserved, K = 53.75 GiB = 55,040 MiB, peak use 4 %: keep 6 % of K."""
-    size = serving_size(row(), T0)
+    size = serving_size(*row(), T0)
     assert size is not None and size.basis == "kv_cache"
     kept = 0.04 * 1.5
     budget = (73940 - (1 - kept) * 55040) * 1.1
     assert size.budget_mib == pytest.approx(budget)
     assert size.mem_mib == pytest.approx(budget + 1024)  # the device also holds the server's CUDA context
-    assert demand_size(row(), T0)[0] == pytest.approx(budget + 1024)
+    assert demand_size(*row(), T0)[0] == pytest.approx(budget + 1024)
     assert size.evidence["kv_cache_size_source"] == "annotation gpuinsight.io/kv-cache-bytes"
     setting = server_setting(size, SLICE_3G, H100)
     assert setting is not None and setting["flag"] == "--gpu-memory-utilization" and setting["mode"] == "set"
@@ -80,7 +82,7 @@ def test_a_reserved_vllm_is_sized_on_the_kv_cache_it_used() -> None:
 ])
 def test_without_a_stated_kv_size_or_a_measured_use_the_framebuffer_maximum_stays(change: dict[str, Any],
                                                                                    why: str) -> None:
-    size = serving_size(row(**change), T0)
+    size = serving_size(*row(**change), T0)
     assert size is not None and size.basis == "framebuffer"
     reserve = 1024 if size.server in ("vllm", "tgi") else 0
     assert size.mem_mib == pytest.approx(73940 * 1.1 + reserve)
@@ -90,11 +92,11 @@ def test_without_a_stated_kv_size_or_a_measured_use_the_framebuffer_maximum_stay
 
 
 def test_other_work_is_sized_on_its_framebuffer_and_an_unmoved_server_keeps_its_setting() -> None:
-    plain = {"fb_max_mib": 9000.0, "peak_p95": 0.1}
-    assert serving_size(plain, T0) is None and demand_size(plain, T0)[0] == pytest.approx(9900)
-    framebuffer = serving_size(row(kv_cache_bytes_annotations=None), T0)
+    plain = make_row("workload_gpu_profile", fb_max_mib=9000.0, peak_p95=0.1)
+    assert serving_size(plain, None, T0) is None and demand_size(plain, None, T0)[0] == pytest.approx(9900)
+    framebuffer = serving_size(*row(kv_cache_bytes_annotations=None), T0)
     assert server_setting(framebuffer, H100, H100) is None  # same device, same reservation
-    sglang = serving_size(row(server="sglang"), T0)
+    sglang = serving_size(*row(server="sglang"), T0)
     scale = server_setting(sglang, SLICE_3G, H100)
     assert scale is not None and scale["mode"] == "scale" and scale["flag"] == "--mem-fraction-static"
     assert scale["value"] == pytest.approx(H100 / SLICE_3G, abs=1e-4)
@@ -102,7 +104,7 @@ def test_other_work_is_sized_on_its_framebuffer_and_an_unmoved_server_keeps_its_
 
 def test_vllm_sized_in_bytes_gets_its_kv_bytes_set() -> None:
     """--kv-cache-memory-bytes: vLLM reports the KV size exactly and ignores the memory fraction."""
-    size = serving_size(row(kv_cache_memory_bytes=40 * 2**30, kv_cache_bytes_annotations=None), T0)
+    size = serving_size(*row(kv_cache_memory_bytes=40 * 2**30, kv_cache_bytes_annotations=None), T0)
     assert size is not None and size.basis == "kv_cache" and size.kv_bytes_setting
     assert size.evidence["kv_cache_size_source"] == "vLLM kv_cache_memory_bytes"
     assert size.mem_mib == pytest.approx(size.budget_mib)  # an absolute size: no share to ask, no reserve
@@ -122,12 +124,12 @@ def test_an_under_stated_kv_size_never_sizes_below_what_the_server_needs(seed: i
         true_kv = reserved * rng.uniform(0.05, 0.95)
         stated = true_kv * rng.uniform(0.01, 1.0)
         t = Targets(0.10, 0.80, 0.90, 8, kv_headroom=rng.uniform(0.0, 2.0), min_kv_hours=12, server_context_mib=1024)
-        size = serving_size(row(reserved, kv_cache_peak=peak, kv_cache_bytes_annotations=[str(int(stated * MIB))]), t)
+        size = serving_size(*row(reserved, kv_cache_peak=peak, kv_cache_bytes_annotations=[str(int(stated * MIB))]), t)
         assert size is not None and size.basis == "kv_cache"
         need = reserved - (1 - peak) * true_kv
         assert size.budget_mib >= need * 1.1 - 1e-6
         assert size.budget_mib <= reserved * 1.1 + 1e-6
-        smaller = serving_size(row(reserved, kv_cache_peak=peak,
+        smaller = serving_size(*row(reserved, kv_cache_peak=peak,
                                    kv_cache_bytes_annotations=[str(int(stated * 0.5 * MIB))]), t)
         assert smaller is not None and smaller.budget_mib >= size.budget_mib - 1e-6
         setting = server_setting(size, SLICE_3G, H100)

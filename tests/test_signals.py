@@ -40,6 +40,7 @@ from gpuinsight.sources.k8s.common import MapContext, MapError
 from gpuinsight.sources.k8s.volcano import hypernode_row
 from gpuinsight.sources.series import SeriesBatch, load_series
 from gpuinsight.sql import load_registry
+from gpuinsight.sql.rows import typed_rows
 from gpuinsight.warehouse import Warehouse
 from tests.crds import REFERENCE
 from tests.rule_fleets import Fleet, Node, Pod, Usage
@@ -314,7 +315,7 @@ def test_topology_domains_from_labels_hypernodes_and_products() -> None:
             "nvidia.com/gpu.clique": "uuid.1", "nvidia.com/gpu.product": "NVIDIA-GB200"})},
         {"cluster": "c", "node": "h", "zone": "z1", "labels": json.dumps({
             "nvidia.com/gpu.clique": "uuid.9", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})}]
-    topo = build_topology(nodes)
+    topo = build_topology(typed_rows("nodes_current", pl.DataFrame(nodes)))
     assert topo.levels == ["node", "nvlink", "rack", "block", "zone"]
     assert topo.span("c", ["a", "b"]) == "nvlink"  # one NVL72 clique spans both racks
     assert topo.of("c", "h").domain("nvlink") is None  # an HGX board's clique label says nothing across nodes

@@ -13,9 +13,10 @@ import polars as pl
 from gpuinsight.reports import theme
 from gpuinsight.reports.chartkit import USD, ChartLike, heading, placeholder
 from gpuinsight.reports.theme import WIDTH
-from gpuinsight.rules.common import compute_peak
+from gpuinsight.rules.common import compute_peak_of
 from gpuinsight.rules.mig_packing import MigProfile, slices_for
 from gpuinsight.rules.mig_packing import smallest_fit as smallest_instance
+from gpuinsight.sql.rows import typed_rows
 
 
 def smallest_fit(profiles: pl.DataFrame, model: str, compute: float | None, fb_mib: float | None, *,
@@ -28,7 +29,7 @@ def smallest_fit(profiles: pl.DataFrame, model: str, compute: float | None, fb_m
     """
     if compute is None or fb_mib is None or any(isinstance(v, float) and math.isnan(v) for v in (compute, fb_mib)):
         return None
-    catalog = [MigProfile.from_row(r) for r in profiles.filter(pl.col("gpu_model") == model).iter_rows(named=True)]
+    catalog = [MigProfile.from_row(r) for r in typed_rows("mig_catalog", profiles.filter(pl.col("gpu_model") == model))]
     best = smallest_instance(catalog, fb_mib * (1 + memory_headroom), slices_for(compute, compute_target))
     return best.profile if best is not None else "whole GPU"
 
@@ -61,7 +62,7 @@ def mig_fit(df: pl.DataFrame, profiles: pl.DataFrame, *, max_points: int = 400, 
     on_mig = on_mig.with_columns(
         pl.col("sm_p95", "gr_p95", "fb_max_mib", "fb_p95_mib", "cost_usd", "gpu_hours").cast(pl.Float64),
         # the rule's compute figure; a workload with no activity sample has none
-        pl.Series("sm", [compute_peak(r) if any(r.get(k) is not None for k in ("peak_p95", "gr_p95", "sm_p95"))
+        pl.Series("sm", [compute_peak_of(r.get("peak_p95"), r.get("gr_p95"), r.get("sm_p95")) if any(r.get(k) is not None for k in ("peak_p95", "gr_p95", "sm_p95"))
                          else None for r in on_mig.iter_rows(named=True)], dtype=pl.Float64),
     ).with_columns(
         pl.coalesce("fb_max_mib", "fb_p95_mib").alias("fb"),

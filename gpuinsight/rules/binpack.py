@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.keys import NodeKey
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.binpack import BINPACK, BinpackProposed, NodeSetTarget
 from gpuinsight.rules.base import Rule
@@ -51,6 +52,7 @@ from gpuinsight.rules.pack_bound import (
 from gpuinsight.rules.pool_plan import (
     PoolInputs,
     PoolKey,
+    PoolPodRow,
     build_problem,
     method,
     move_list,
@@ -63,6 +65,7 @@ from gpuinsight.rules.pool_plan import (
     solve_limits,
 )
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 
 class BinpackRule(Rule):
@@ -91,17 +94,15 @@ class BinpackRule(Rule):
                  ctx: PlanContext) -> list[Recommendation]:
         inputs = PoolInputs(frames, ctx)
         pods_on = pods_after(inputs.placement, ctx)
-        leaving: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        leaving: dict[NodeKey, list[dict[str, Any]]] = defaultdict(list)
         for p in inputs.placement:
-            c = str(p.get("cluster") or "")
-            by = ctx.pods_leaving.get((c, p["namespace"], p["pod"])) or ctx.workloads_leaving.get(
-                (c, p["namespace"], p["workload"])) or ctx.moved_by.get((c, p["namespace"], p["pod"]))
+            by = ctx.leaves_by(p.pod_key, p.workload_key)
             if by:
-                leaving[(c, p["node"])].append({"namespace": p["namespace"], "pod": p["pod"], "finding": by})
-        pools: dict[PoolKey, list[dict[str, Any]]] = defaultdict(list)
+                leaving[p.node_key].append({"namespace": p.namespace, "pod": p.pod, "finding": by})
+        pools: dict[PoolKey, list[Row]] = defaultdict(list)
         for n in ctx.rows(frames, "nodes_current"):
-            key = (str(n.get("cluster") or ""), n["node"])
-            if not plannable(n, key, ctx) or not (pods_on.get(key) or ctx.shared_gpus.get(key)):
+            key = n.node_key
+            if not plannable(n, key, ctx) or not (pods_on.get(key) or ctx.partitioned_gpus(key)):
                 continue
             pools[pool_key(n)].append(n)
         out = []
@@ -115,8 +116,8 @@ class BinpackRule(Rule):
                 out.append(rec)
         return out
 
-    def _plan_pool(self, pool_key: tuple[Any, ...], members: list[dict[str, Any]], problem: PoolProblem,
-                   pod_rows: list[dict[str, Any]], leaving: dict[tuple[str, str], list[dict[str, Any]]],
+    def _plan_pool(self, pool_key: tuple[Any, ...], members: list[Row], problem: PoolProblem,
+                   pod_rows: list[PoolPodRow], leaving: dict[NodeKey, list[dict[str, Any]]],
                    settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
         cluster, pool, zone, model = pool_key
         plan = solve(problem, settings, ctx, pool_key)
@@ -129,14 +130,13 @@ class BinpackRule(Rule):
         released, saving = [], 0.0
         for j in freed:
             n = members[j]
-            ctx.ledger.account((cluster, n["node"]), num(n.get("usd_per_hour")), num(n.get("gpu_count")),
-                               price_known=True)
-            granted = ctx.ledger.release(rid, (cluster, n["node"]))
+            ctx.ledger.account(NodeKey(cluster, n.node), num(n.usd_per_hour), num(n.gpu_count), price_known=True)
+            granted = ctx.ledger.release(rid, NodeKey(cluster, n.node))
             saving += granted
-            released.append({"node": n["node"], "node_usd_per_hour": round(num(n.get("usd_per_hour")), 4),
-                             "saving_usd_per_hour": round(granted, 4), "gpus": num(n.get("gpu_count"))})
+            released.append({"node": n.node, "node_usd_per_hour": round(num(n.usd_per_hour), 4),
+                             "saving_usd_per_hour": round(granted, 4), "gpus": num(n.gpu_count)})
         moves = move_list(problem, plan, pod_rows)
-        record_moves(ctx, cluster, moves, problem)
+        record_moves(ctx, rid, cluster, moves, problem)
         moved_prod = sorted({f"{m['namespace']}/{m['workload']}: {m['production_reason']}" for m in moves
                              if m["production"]})
         for m in moves:
@@ -161,7 +161,7 @@ class BinpackRule(Rule):
                    + (" ..." if len(names) > 5 else "")),
             current={"nodes": len(problem.nodes), "gpus_held": round(held, 3)},
             proposed=BinpackProposed(moves, names, pool,
-                                     [p for n in names for p in leaving.get((cluster, n), [])]).to_dict(),
+                                     [p for n in names for p in leaving.get(NodeKey(cluster, n), [])]).to_dict(),
             monthly_savings_usd=monthly(saving),
             confidence=settings["confidence"] if saving else 0.3,
             evidence={

@@ -10,6 +10,7 @@ import polars as pl
 from gpuinsight.config import DEFAULT_CLUSTER
 from gpuinsight.plan import HOURS_PER_MONTH
 from gpuinsight.rules.settings import Setting
+from gpuinsight.sql.rows import Row
 
 # how much history a workload-level verdict needs (shared by idle and consolidation)
 MIN_HOURS = Setting("min_hours", 12.0, "Minimum hours of GPU holding observed before judging.")
@@ -18,10 +19,6 @@ FULL_CONFIDENCE = Setting("full_confidence_hours", 72.0, "Hours of evidence that
 # of these kinds that is busy at some hours gets a ScaledObject (scale_to_zero), other kinds a
 # schedule note (idle, reason periodic). docs/rules.md, "Where idle ends and scale_to_zero begins".
 SCALE_TARGET_KINDS = ("Deployment", "StatefulSet")
-
-
-def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
-    return [] if frame is None or frame.height == 0 else frame.to_dicts()
 
 
 def num(value: Any, default: float = 0.0) -> float:
@@ -59,14 +56,14 @@ def window_hours(frames: dict[str, pl.DataFrame], cluster: str | None = None) ->
     return num(w["hours"].max())
 
 
-def cluster_of(r: dict[str, Any]) -> str:
-    """The cluster a model row is about (a frame without a cluster column: the default one)."""
-    return str(r.get("cluster") or DEFAULT_CLUSTER)
+def cluster_of(r: Row) -> str:
+    """The cluster a model row (typed, :mod:`gpuinsight.sql.rows`) is about (none: the default one)."""
+    return str(r.cluster or DEFAULT_CLUSTER)
 
 
-def workload_ref(r: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": r.get("workload_kind") or "Pod", "namespace": r.get("namespace"), "name": r.get("workload"),
-            "cluster": cluster_of(r)}
+def workload_ref(r: Row) -> dict[str, Any]:
+    """A workload row's (kind, namespace, name, cluster), as a finding's target names it."""
+    return {"kind": r.workload_kind or "Pod", "namespace": r.namespace, "name": r.workload, "cluster": cluster_of(r)}
 
 
 def pct(x: float | None) -> float | None:
@@ -77,17 +74,23 @@ def mib_to_gb(x: float | None) -> float | None:
     return None if x is None else round(x / 1024.0, 2)
 
 
-def compute_peak(r: dict[str, Any]) -> float:
+def compute_peak_of(peak_p95: Any, gr_p95: Any, sm_p95: Any) -> float:
     """The compute a workload must be sized for: its short-window p95 (``peak_p95``: p95 over
     steps of the per-step max of GR and SM activity), falling back to the p95 of the step means."""
-    peak = num(r.get("peak_p95"))
-    return peak if peak > 0 else max(num(r.get("gr_p95")), num(r.get("sm_p95")))
+    peak = num(peak_p95)
+    return peak if peak > 0 else max(num(gr_p95), num(sm_p95))
 
 
-def compute_evidence(r: dict[str, Any]) -> dict[str, Any]:
-    """The peak compute figure and the resolution it was measured at, for a finding's evidence."""
-    step = r.get("step_s")
-    pushed = bool(r.get("max_pushed_down"))
+def compute_peak(r: Row) -> float:
+    """:func:`compute_peak_of` a ``workload_gpu_profile`` row."""
+    return compute_peak_of(r.peak_p95, r.gr_p95, r.sm_p95)
+
+
+def compute_evidence(r: Row) -> dict[str, Any]:
+    """The peak compute figure of a ``workload_gpu_profile`` row and the resolution it was
+    measured at, for a finding's evidence."""
+    step = r.step_s
+    pushed = bool(r.max_pushed_down)
     basis = (f"p95 over {int(num(step))} s steps of the per-step max of GR/SM activity "
              + ("(the max within each step, pushed down to the source)" if pushed
                 else "(one sample per step: the step's value is its max)")) if step else "p95 of GR/SM activity"

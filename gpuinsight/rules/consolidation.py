@@ -25,6 +25,7 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
+from gpuinsight.keys import NodeKey, PodKey, WorkloadKey
 from gpuinsight.plan import Recommendation, finding_id, stable_id
 from gpuinsight.plan.kinds.mig import MIG, MigProposed, StoppedPod
 from gpuinsight.plan.kinds.server_memory import ServerMemory
@@ -55,11 +56,11 @@ from gpuinsight.rules.consolidation_plan import (
     take_free_slots,
 )
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.effects import GpusPartitioned, PodLeaves, SharingHost
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
 from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
 from gpuinsight.rules.serving import (
-    ServingSize,
     memory_by_workload,
     server_setting,
     serving_by_workload,
@@ -67,6 +68,7 @@ from gpuinsight.rules.serving import (
     unit_cost_evidence,
 )
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
 # what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
@@ -112,25 +114,24 @@ class ConsolidationRule(Rule):
         t = Targets(settings["memory_headroom"], settings["compute_target"], settings["ts_memory_fill"],
                     int(settings["max_clients"]), settings["kv_cache_headroom"], settings["min_hours"],
                     settings["server_context_mib"])
-        nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
+        nodes = {n.node_key: n for n in ctx.rows(frames, "nodes_current")}
         inputs = PoolInputs(frames, ctx)
-        placed_now: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        pods_of: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        placed_now: dict[NodeKey, list[Row]] = defaultdict(list)
+        pods_of: dict[WorkloadKey, list[Row]] = defaultdict(list)
         for p in inputs.placement:
-            c = str(p.get("cluster") or "")
-            placed_now[(c, p["node"])].append(p)
-            pods_of[(c, p["namespace"], p["workload"])].append(p)
+            placed_now[p.node_key].append(p)
+            pods_of[p.workload_key].append(p)
         demands = self._demands(frames, settings, ctx, nodes, pods_of, inputs, t)
         profiles: dict[str, list[MigProfile]] = defaultdict(list)
         catalog = ctx.rows(frames, "mig_catalog")
-        layouts = parse_layouts(catalog[0]["layouts"] or []) if catalog else []
+        layouts = parse_layouts(catalog[0].layouts or []) if catalog else []
         for c in catalog:
-            profiles[c["gpu_model"]].append(MigProfile.from_row(c))
+            profiles[c.gpu_model].append(MigProfile.from_row(c))
         out: list[Recommendation] = []
         # 1. free instances of nodes already running MIG: already paid for, no repartitioning
         groups: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
         for d in demands:
-            groups[group_key(d.row["_node"])].append(d)
+            groups[group_key(d.node_row)].append(d)
         taken: set[int] = set()
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
             slots = free_slots(key, ctx.rows(frames, "mig_capacity"), nodes, profiles.get(key[1], []))
@@ -142,84 +143,82 @@ class ConsolidationRule(Rule):
         by_pool: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
         for d in demands:
             if id(d) not in taken:
-                by_pool[pool_key(d.row["_node"])].append(d)
-        pool_nodes: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+                by_pool[pool_key(d.node_row)].append(d)
+        pool_nodes: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
         for key, n in nodes.items():
             if pool_key(n) in by_pool and plannable(n, key, ctx):
                 pool_nodes[pool_key(n)].append(n)
         for key, members in sorted(by_pool.items(), key=lambda kv: str(kv[0])):
             cluster = key[0]
             here = pool_nodes.get(key, [])
-            sharing = plan_pool(key, here, members, pods_on, {n["node"]: placed_now[(cluster, n["node"])] for n in here},
+            sharing = plan_pool(key, here, members, pods_on, {n.node: placed_now[NodeKey(cluster, n.node)] for n in here},
                                 inputs, profiles.get(key[3], []), layouts, t, settings, ctx)
             if sharing is not None:
                 out += self._commit(sharing, settings, ctx, nodes)
         return out
 
     def _demands(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any], ctx: PlanContext,
-                 nodes: dict[tuple[str, str], dict[str, Any]], pods_of: dict[tuple[str, str, str], list[dict[str, Any]]],
+                 nodes: dict[NodeKey, Row], pods_of: dict[WorkloadKey, list[Row]],
                  inputs: PoolInputs, t: Targets) -> list[Demand]:
         out = []
         serving, memory = serving_by_workload(frames, ctx), memory_by_workload(frames, ctx)
         for r in ctx.rows(frames, "workload_gpu_profile"):
-            cluster = str(r.get("cluster") or "")
-            if ctx.ledger.workload_claimed(cluster, r["namespace"], r["workload"]):
+            key = r.workload_key
+            cluster = key.cluster
+            if ctx.ledger.workload_claimed(*key):
                 continue
-            if r.get("mig_profile") or r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"]:
+            if r.mig_profile or r.samples is None or num(r.hours_held) < settings["min_hours"]:
                 continue
-            pods = pods_of.get((cluster, r["namespace"], r["workload"]), [])
+            pods = pods_of.get(key, [])
             if not pods or len(pods) > settings["max_replicas"]:
                 continue  # not running now, or several replicas spread on purpose
-            if any(num(p.get("gpu_request")) != 1 or p.get("mig_profile") or p.get("fractional") for p in pods):
+            if any(num(p.gpu_request) != 1 or p.mig_profile or p.fractional for p in pods):
                 continue  # a fraction of a shared GPU (vGPU, time-slicing, KAI) is already shared
-            if any(num(p.get("gang_min_member"), 1) > 1 for p in pods):
+            if any(num(p.gang_min_member, 1) > 1 for p in pods):
                 continue  # a gang member is not a small service
-            key = (cluster, r["namespace"], r["workload"])
-            r = {**r, "_serving_memory": memory.get(key)}
-            mem, compute = demand_size(r, t)
-            if compute > settings["max_compute"] or r.get("fb_max_mib") is None:
+            mem, compute = demand_size(r, memory.get(key), t)
+            if compute > settings["max_compute"] or r.fb_max_mib is None:
                 continue
             production, why = ctx.is_production(r)
             for p in pods:
-                node = nodes.get((cluster, p["node"]))
-                if node is None or node.get("is_mig"):
+                node = nodes.get(NodeKey(cluster, p.node))
+                if node is None or node.is_mig:
                     continue
-                row = {**r, "_node": node, "_production_reason": why, "_serving": serving.get(key),
-                       "_serving_size": serving_size(r, t)}
-                indices = tuple(int(i) for i in p.get("gpu_indices") or []) or None
+                indices = tuple(int(i) for i in p.gpu_indices or []) or None
                 # stopped first: not a gang of several pods (never split), no PodDisruptionBudget; the
                 # one pod of a gang (Volcano's podgroup of a Deployment) restarts whole
-                gang = bool(p.get("gang")) and num(p.get("gang_pods"), 1) > 1
+                gang = bool(p.gang) and num(p.gang_pods, 1) > 1
                 evictable = not gang and not pod_budgets(p, inputs.pdbs_by_ns)
-                out.append(Demand((cluster, r["namespace"], r["workload"]), p["pod"], p["node"], mem, compute,
-                                  production, row, indices, evictable))
+                out.append(Demand(key, p.pod, p.node, mem, compute, production, r, indices, evictable,
+                                  node_row=node, production_reason=why, serving=serving.get(key),
+                                  serving_size=serving_size(r, memory.get(key), t)))
         return out
 
     # -- findings ---------------------------------------------------------------------------
     def _evidence(self, d: Demand, settings: dict[str, Any], freed: float, gpu_price: float) -> dict[str, Any]:
         r = d.row
         return {
-            "fb_used_max_gb": mib_to_gb(r.get("fb_max_mib")),
-            "fb_used_p99_gb": mib_to_gb(r.get("fb_p99_mib")),
+            "fb_used_max_gb": mib_to_gb(r.fb_max_mib),
+            "fb_used_p99_gb": mib_to_gb(r.fb_p99_mib),
             "memory_needed_gb": mib_to_gb(d.mem_mib),
             "memory_headroom": settings["memory_headroom"],
             **compute_evidence(r),
             "compute_target_pct": pct(settings["compute_target"]),
-            "sm_active_p95_pct": pct(r.get("sm_p95")),
-            "gr_active_p95_pct": pct(r.get("gr_p95")),
+            "sm_active_p95_pct": pct(r.sm_p95),
+            "gr_active_p95_pct": pct(r.gr_p95),
             "gpus_freed": round(freed, 3), "usd_per_gpu_hour": round(gpu_price, 4),
-            "production": d.production, "production_reason": r["_production_reason"],
-            "hours_observed": num(r.get("hours_held")),
+            "production": d.production, "production_reason": d.production_reason,
+            "hours_observed": num(r.hours_held),
             # a serving workload: its cost per 1M tokens after the change and the latency it keeps
-            **unit_cost_evidence(r.get("_serving"), 1.0, 1.0 - freed),
+            **unit_cost_evidence(d.serving, 1.0, 1.0 - freed),
             # an inference server: what its memory was sized on
-            **(r["_serving_size"].evidence if r.get("_serving_size") else {}),
+            **(d.serving_size.evidence if d.serving_size else {}),
         }
 
     def _with_setting(self, d: Demand, proposed: Schema, evidence: dict[str, Any], device_mib: float) -> None:
         """An inference server moving to a device of ``device_mib`` (or reserving less of its own):
         the memory setting that makes its size true goes with the change."""
-        size: ServingSize | None = d.row.get("_serving_size")
+        size = d.serving_size
         setting = server_setting(size, device_mib, _device_mib(d.row))
         if setting is None:
             return
@@ -234,53 +233,53 @@ class ConsolidationRule(Rule):
                         granted: float, evidence: dict[str, Any], settings: dict[str, Any]) -> Recommendation:
         r = d.row
         return Recommendation(
-            rule=kind, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"],
-            queue=r.get("queue"), title=title, current={"gpus": 1, "gpu_model": r.get("gpu_model"), "node": d.node,
+            rule=kind, id=rid, cluster=cluster_of(r), namespace=r.namespace, workload=r.workload,
+            queue=r.queue, title=title, current={"gpus": 1, "gpu_model": r.gpu_model, "node": d.node,
                                                         "resource": "nvidia.com/gpu"},
             proposed=proposed.to_dict(), monthly_savings_usd=monthly(granted),
-            confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
+            confidence=evidence_confidence(num(r.hours_held), settings["full_confidence_hours"]),
             evidence=evidence, target=target,
         )
 
     def _leave(self, ctx: PlanContext, d: Demand, rid: str) -> None:
         cluster, ns, wl = d.key
         ctx.ledger.claim_workload(cluster, ns, wl, rid)
-        ctx.pods_leaving[(cluster, ns, d.pod)] = rid
+        ctx.record(rid, PodLeaves(PodKey(cluster, ns, d.pod)))
 
     def _head(self, d: Demand) -> str:
         r = d.row
-        size: ServingSize | None = r.get("_serving_size")
+        size = d.serving_size
         if size is not None and size.basis == "kv_cache":
-            return (f"{r['namespace']}/{r['workload']} reserves {mib_to_gb(r.get('fb_max_mib'))} GB but its KV cache "
+            return (f"{r.namespace}/{r.workload} reserves {mib_to_gb(r.fb_max_mib)} GB but its KV cache "
                     f"was at most {size.evidence.get('kv_cache_peak_pct')}% used: it needs "
-                    f"{mib_to_gb(size.budget_mib)} GB and {pct(d.compute)}% of a {r.get('gpu_model') or 'GPU'} at peak")
-        return (f"{r['namespace']}/{r['workload']} needs at most {mib_to_gb(r.get('fb_max_mib'))} GB and "
-                f"{pct(d.compute)}% of a {r.get('gpu_model') or 'GPU'} at peak")
+                    f"{mib_to_gb(size.budget_mib)} GB and {pct(d.compute)}% of a {r.gpu_model or 'GPU'} at peak")
+        return (f"{r.namespace}/{r.workload} needs at most {mib_to_gb(r.fb_max_mib)} GB and "
+                f"{pct(d.compute)}% of a {r.gpu_model or 'GPU'} at peak")
 
     def _slot_finding(self, d: Demand, slot: Slot, settings: dict[str, Any], ctx: PlanContext,
-                      nodes: dict[tuple[str, str], dict[str, Any]]) -> Recommendation:
+                      nodes: dict[NodeKey, Row]) -> Recommendation:
         """A free instance of a node already running MIG: the workload frees its GPU less the slice."""
         r, prof = d.row, slot.profile
         cluster = d.key[0]
         freed = 1.0 - prof.compute_slices / 7
-        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
-        src = nodes[(cluster, d.node)]
+        rid = finding_id(MIG.name, cluster_of(r), r.namespace, r.workload, None, None)
+        src = nodes[NodeKey(cluster, d.node)]
         gpu_price = _gpu_price(src)
-        ctx.ledger.account((cluster, d.node), num(src.get("usd_per_hour")), num(src.get("gpu_count")), price_known=True)
-        granted = ctx.ledger.claim(rid, (cluster, d.node), freed * gpu_price, freed)
+        ctx.ledger.account(src.node_key, num(src.usd_per_hour), num(src.gpu_count), price_known=True)
+        granted = ctx.ledger.claim(rid, src.node_key, freed * gpu_price, freed)
         self._leave(ctx, d, rid)
         evidence = self._evidence(d, settings, freed, gpu_price)
         evidence.update(host_node=slot.node, sharing_with=[], **_slice_evidence(d, prof),
                         restarts=[_restart(d, f"moves onto a free {prof.profile} instance of {slot.node}")])
         title = f"{self._head(d)}: run it on a {prof.profile} MIG slice (a free {prof.profile} instance on {slot.node})"
-        proposed = MigProposed(prof.profile, slot.config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"),
+        proposed = MigProposed(prof.profile, slot.config, f"nvidia.com/mig-{prof.profile}", 1, r.gpu_model,
                                slot.node, False, [], round(freed, 3))
         self._with_setting(d, proposed, evidence, prof.usable_mib)
         return self._recommendation("mig", rid, d, title, proposed, WorkloadTarget(**workload_ref(r)).to_dict(),
                                     granted, evidence, settings)
 
     def _commit(self, sharing: PoolSharing, settings: dict[str, Any], ctx: PlanContext,
-                nodes: dict[tuple[str, str], dict[str, Any]]) -> list[Recommendation]:
+                nodes: dict[NodeKey, Row]) -> list[Recommendation]:
         """The findings of one pool's plan: claims on GPUs the plan leaves free, and what the later
         rules must know (pods leaving, partitioned GPUs, sharing hosts, pods moved)."""
         cluster = sharing.key[0]
@@ -289,22 +288,22 @@ class ConsolidationRule(Rule):
         for name, rp in sorted(sharing.repartitions.items()):
             if not rp.gpus:
                 continue
-            ctx.shared_gpus[(cluster, name)] = ctx.shared_gpus.get((cluster, name), 0.0) + len(rp.gpus)
             mine = [self._repartition_finding(d, prof, index, rp, settings, ctx, nodes, room, sharing.room)
                     for index, gpu in sorted(rp.gpus.items()) for d, prof in gpu.members]
-            record_moves(ctx, cluster, rp.evict, sharing.problem, by=mine[0].id)
+            ctx.record(mine[0].id, GpusPartitioned(NodeKey(cluster, name), float(len(rp.gpus))))
+            record_moves(ctx, mine[0].id, cluster, rp.evict, sharing.problem)
             out += mine
         for host in sharing.hosts:
-            ctx.hosts.add((cluster, host.node))
             mine = [self._host_finding(d, host, settings, ctx, nodes, room, sharing.room) for d in host.choice.members]
-            record_moves(ctx, cluster, host.evict, sharing.problem, by=mine[0].id)
+            ctx.record(mine[0].id, SharingHost(NodeKey(cluster, host.node)))
+            record_moves(ctx, mine[0].id, cluster, host.evict, sharing.problem)
             out += mine
         if out:  # the moves elsewhere that make room: every finding of the pool carries them
-            record_moves(ctx, cluster, sharing.room, sharing.problem, by=out[0].id)
+            record_moves(ctx, out[0].id, cluster, sharing.room, sharing.problem)
         return out
 
     def _claim(self, rid: str, d: Demand, gpus: float, ctx: PlanContext,
-               nodes: dict[tuple[str, str], dict[str, Any]], room: dict[str, float], hosts: set[str]) -> float:
+               nodes: dict[NodeKey, Row], room: dict[str, float], hosts: set[str]) -> float:
         """Claim ``gpus`` GPUs for a finding on GPUs the pool's plan leaves free: its own node
         first, then the others (sharing hosts last); dollars per hour granted."""
         cluster = d.key[0]
@@ -316,9 +315,9 @@ class ConsolidationRule(Rule):
             take = min(left, room.get(name, 0.0))
             if take <= 1e-9:
                 continue
-            n = nodes[(cluster, name)]
-            ctx.ledger.account((cluster, name), num(n.get("usd_per_hour")), num(n.get("gpu_count")), price_known=True)
-            granted += ctx.ledger.claim(rid, (cluster, name), take * _gpu_price(n), take)
+            n = nodes[NodeKey(cluster, name)]
+            ctx.ledger.account(n.node_key, num(n.usd_per_hour), num(n.gpu_count), price_known=True)
+            granted += ctx.ledger.claim(rid, n.node_key, take * _gpu_price(n), take)
             room[name] -= take
             left -= take
             if left <= 1e-9:
@@ -326,19 +325,19 @@ class ConsolidationRule(Rule):
         return granted
 
     def _repartition_finding(self, d: Demand, prof: MigProfile, index: int, rp: Repartition, settings: dict[str, Any],
-                             ctx: PlanContext, nodes: dict[tuple[str, str], dict[str, Any]],
+                             ctx: PlanContext, nodes: dict[NodeKey, Row],
                              room: dict[str, float], extra: list[dict[str, Any]]) -> Recommendation:
         r, cluster = d.row, d.key[0]
         gpu = rp.gpus[index]
         freed = 1.0 - gpu.share(d)
-        rid = finding_id(MIG.name, cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(MIG.name, cluster_of(r), r.namespace, r.workload, None, None)
         layout = rp.layout()
         config = mig_config_name(rp.node, layout)
         granted = self._claim(rid, d, freed, ctx, nodes, room, set())
         self._leave(ctx, d, rid)
         mates = sorted(f"{m.key[1]}/{m.key[2]}" for m, _ in gpu.members if m is not d)
         whole = rp.gpu_count - len(rp.gpus)
-        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[(cluster, d.node)]))
+        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[NodeKey(cluster, d.node)]))
         evidence.update(host_node=rp.node, host_gpu_index=index, host_gpus_partitioned=sorted(rp.gpus),
                         host_gpus_whole=whole, sharing_with=mates, gpu_instances=gpu.devices(),
                         **_slice_evidence(d, prof),
@@ -349,7 +348,7 @@ class ConsolidationRule(Rule):
                  + (f", shared with {len(mates)} other(s)" if mates else "")
                  + (f"; the node keeps {whole} GPU(s) whole" if whole else ""))
         proposed = MigProposed(
-            prof.profile, config, f"nvidia.com/mig-{prof.profile}", 1, r.get("gpu_model"), rp.node, True, mates,
+            prof.profile, config, f"nvidia.com/mig-{prof.profile}", 1, r.gpu_model, rp.node, True, mates,
             round(freed, 3), "mixed", index, layout, [_move(m) for m in rp.evict + extra],
             [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in rp.stop_first])
         self._with_setting(d, proposed, evidence, prof.usable_mib)
@@ -357,18 +356,18 @@ class ConsolidationRule(Rule):
                                     granted, evidence, settings)
 
     def _host_finding(self, d: Demand, host: Host, settings: dict[str, Any], ctx: PlanContext,
-                      nodes: dict[tuple[str, str], dict[str, Any]], room: dict[str, float],
+                      nodes: dict[NodeKey, Row], room: dict[str, float],
                       extra: list[dict[str, Any]]) -> Recommendation:
         r, cluster, choice = d.row, d.key[0], host.choice
         kind = KIND_OF_MODE[choice.mode]
         freed = 1.0 - choice.share(d)
-        rid = finding_id(kind, cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(kind, cluster_of(r), r.namespace, r.workload, None, None)
         granted = self._claim(rid, d, freed, ctx, nodes, room, {host.node})
         self._leave(ctx, d, rid)
         mates = sorted(f"{m.key[1]}/{m.key[2]}" for m in choice.members if m is not d)
-        host_row = nodes.get((cluster, host.node)) or {}
-        memory = MEMORY_MIB.get(host_row.get("gpu_model") or "", 0) or num(r.get("gpu_memory_mib"))
-        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[(cluster, d.node)]))
+        host_row = nodes.get(NodeKey(cluster, host.node))
+        memory = MEMORY_MIB.get((host_row.gpu_model if host_row else None) or "", 0) or num(r.gpu_memory_mib)
+        evidence = self._evidence(d, settings, freed, _gpu_price(nodes[NodeKey(cluster, d.node)]))
         evidence.update(host_node=host.node, host_gpus_used=choice.gpus_used, sharing_with=mates,
                         restarts=[_restart(d, f"moves onto {host.node}, shared by {choice.mode}")]
                         + _node_restarts(host.evict, host.stop_first, host.node, d) + _room_restarts(extra))
@@ -378,7 +377,7 @@ class ConsolidationRule(Rule):
             title = (f"{self._head(d)}: run it on a {prof.profile} MIG slice ({host.node} repartitioned "
                      f"{choice.config}" + (f", with {len(mates)} other(s))" if mates else ")"))
             proposed: Schema = MigProposed(prof.profile, choice.config, f"nvidia.com/mig-{prof.profile}", 1,
-                                           r.get("gpu_model"), host.node, True, mates, round(freed, 3), "single",
+                                           r.gpu_model, host.node, True, mates, round(freed, 3), "single",
                                            None, [], [_move(m) for m in host.evict + extra],
                                            [StoppedPod(s.key[1], s.pod, s.key[2]).to_dict() for s in host.stop_first])
             self._with_setting(d, proposed, evidence, prof.usable_mib)
@@ -401,13 +400,13 @@ class ConsolidationRule(Rule):
         return self._recommendation(kind, rid, d, title, proposed, target, granted, evidence, settings)
 
 
-def _device_mib(r: dict[str, Any]) -> float:
+def _device_mib(r: Row) -> float:
     """The memory of the device a workload holds now (a whole GPU of its model)."""
-    return float(MEMORY_MIB.get(r.get("gpu_model") or "", 0) or num(r.get("gpu_memory_mib")))
+    return float(MEMORY_MIB.get(r.gpu_model or "", 0) or num(r.gpu_memory_mib))
 
 
-def _gpu_price(n: dict[str, Any]) -> float:
-    return num(n.get("usd_per_hour")) / max(num(n.get("gpu_count"), 1), 1)
+def _gpu_price(n: Row) -> float:
+    return num(n.usd_per_hour) / max(num(n.gpu_count, 1), 1)
 
 
 def _slice_evidence(d: Demand, prof: MigProfile) -> dict[str, Any]:
@@ -444,22 +443,22 @@ def _move(m: dict[str, Any]) -> dict[str, Any]:
             "gang": m.get("gang"), "gpus": m["gpus"], "from": m["from"]}
 
 
-def group_key(node: dict[str, Any]) -> tuple[Any, ...]:
-    return (str(node.get("cluster") or ""), node.get("gpu_model"), node.get("capacity_type"), node.get("zone"))
+def group_key(node: Row) -> tuple[Any, ...]:
+    return (str(node.cluster or ""), node.gpu_model, node.capacity_type, node.zone)
 
 
-def free_slots(key: tuple[Any, ...], capacity: list[dict[str, Any]], nodes: dict[tuple[str, str], dict[str, Any]],
+def free_slots(key: tuple[Any, ...], capacity: list[Row], nodes: dict[NodeKey, Row],
                profiles: list[MigProfile]) -> list[Slot]:
     """Free instances of nodes in the group that already run MIG (mig_capacity)."""
     by_name = {p.profile: p for p in profiles}
     out = []
     for f in capacity:
-        n = nodes.get((str(f.get("cluster") or ""), f["node"]))
-        prof = by_name.get(f.get("profile"))
+        n = nodes.get(f.node_key)
+        prof = by_name.get(f.profile)
         if n is None or prof is None or group_key(n) != key:
             continue
-        config = n.get("mig_config") or f"all-{prof.profile}"
-        out += [Slot(f["node"], prof, str(config))] * int(num(f.get("free")))
+        config = n.mig_config or f"all-{prof.profile}"
+        out += [Slot(f.node, prof, str(config))] * int(num(f.free))
     return out
 
 

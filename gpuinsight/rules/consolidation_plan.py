@@ -30,9 +30,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuinsight.keys import WorkloadKey
 from gpuinsight.rules.common import compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits, fits_a_layout, slice_profiles, slices_for
-from gpuinsight.rules.serving import serving_size
+from gpuinsight.rules.serving import ServingSize, serving_size
+from gpuinsight.sql.rows import Row
 
 # Per-GPU instance classes of mig-parted's `all-balanced` (2 x 1g, 1 x 2g, 1 x 3g on 7-slice GPUs).
 BALANCED = ((3, 4), (2, 2), (1, 1), (1, 1))
@@ -40,15 +42,19 @@ BALANCED = ((3, 4), (2, 2), (1, 1), (1, 1))
 
 @dataclass
 class Demand:
-    key: tuple[str, str, str]     # cluster, namespace, workload
+    key: WorkloadKey              # its workload, with its cluster
     pod: str
     node: str
     mem_mib: float                # framebuffer it must be given (observed max + headroom)
     compute: float                # peak compute as a share of a whole GPU
     production: bool
-    row: dict[str, Any] = field(default_factory=dict, repr=False)
+    row: Any = field(default=None, repr=False)   # its workload_gpu_profile row
     gpu_indices: tuple[int, ...] | None = None  # the GPU(s) its pod holds now (DCGM), None: unknown
     evictable: bool = False       # its pod may be stopped before a repartition (no PDB, no gang of several)
+    node_row: Any = field(default=None, repr=False)  # the nodes_current row of its pod's node
+    production_reason: str = ""
+    serving: dict[str, Any] | None = field(default=None, repr=False)  # its serving totals (serving_by_workload)
+    serving_size: ServingSize | None = field(default=None, repr=False)  # an inference server: its memory sizing
 
     @property
     def size(self) -> float:
@@ -66,14 +72,15 @@ class Targets:
     server_context_mib: float = 1024.0  # the CUDA context a server holds beside the share it reserves
 
 
-def demand_size(row: dict[str, Any], t: Targets) -> tuple[float, float]:
-    """What a workload must be given where it shares a GPU: framebuffer (MiB: the observed
-    maximum plus headroom; an inference server what it reserves, or what it needs of it,
-    :func:`~gpuinsight.rules.serving.serving_size`) and compute (its short-window p95 as a
-    share of a GPU). The one place a workload's demand is sized."""
-    sized = serving_size(row, t)
-    mem = sized.mem_mib if sized is not None else num(row.get("fb_max_mib")) * (1 + t.memory_headroom)
-    return mem, compute_peak(row)
+def demand_size(profile: Row, facts: Row | None, t: Targets) -> tuple[float, float]:
+    """What a workload (its ``workload_gpu_profile`` row; ``facts``: its ``serving_memory`` row)
+    must be given where it shares a GPU: framebuffer (MiB: the observed maximum plus headroom; an
+    inference server what it reserves, or what it needs of it,
+    :func:`~gpuinsight.rules.serving.serving_size`) and compute (its short-window p95 as a share
+    of a GPU). The one place a workload's demand is sized."""
+    sized = serving_size(profile, facts, t)
+    mem = sized.mem_mib if sized is not None else num(profile.fb_max_mib) * (1 + t.memory_headroom)
+    return mem, compute_peak(profile)
 
 
 def slices_needed(d: Demand, t: Targets) -> int:

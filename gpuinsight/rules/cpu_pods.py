@@ -29,6 +29,7 @@ from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 POOL_KINDS = ("karpenter", "eks-nodegroup")
@@ -49,43 +50,43 @@ class CpuPodsOnGpuNodesRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        groups: dict[tuple[str, str, str | None], list[dict[str, Any]]] = defaultdict(list)
+        groups: dict[tuple[str, str, str | None], list[Row]] = defaultdict(list)
         for r in ctx.rows(frames, "gpu_nodes_held_by_cpu_pods"):
-            pool = r.get("node_pool")
-            key = (cluster_of(r), pool or r["node"], r.get("node_pool_kind") if pool else None)
+            pool = r.node_pool
+            key = (cluster_of(r), pool or r.node, r.node_pool_kind if pool else None)
             groups[key].append(r)
         out = []
         for (cluster, name, pool_kind), nodes in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            held_hours = sum(num(n.get("held_hours")) for n in nodes)
+            held_hours = sum(num(n.held_hours) for n in nodes)
             if held_hours < settings["min_held_hours"]:
                 continue
             out.append(self._finding(cluster, name, pool_kind, nodes, settings, ctx))
         return out
 
-    def _finding(self, cluster: str, name: str, pool_kind: str | None, nodes: list[dict[str, Any]],
+    def _finding(self, cluster: str, name: str, pool_kind: str | None, nodes: list[Row],
                  settings: dict[str, Any], ctx: PlanContext) -> Recommendation:
         pooled = pool_kind is not None
         target_kind = {"karpenter": "NodePool", "eks-nodegroup": "NodeGroup"}.get(pool_kind or "", "Node")
         rid = finding_id(CPU_PODS.name, cluster, None, None, f"{target_kind}/{name}", None)
         saving = 0.0
         for n in nodes:
-            hours = num(n.get("window_hours"))
-            rate = num(n.get("held_usd")) / hours if hours else 0.0
-            if not n.get("present_at_end") or n.get("gpu_tainted"):
+            hours = num(n.window_hours)
+            rate = num(n.held_usd) / hours if hours else 0.0
+            if not n.present_at_end or n.gpu_tainted:
                 continue  # gone by now, or the taint is there already: nothing this change releases
-            key = (str(n.get("cluster") or ""), n["node"])  # the ledger's node key
-            ctx.ledger.account(key, num(n.get("usd_per_hour")), num(n.get("gpu_count")),
-                               price_known=n.get("usd_per_hour") is not None)
+            key = n.node_key  # the ledger's node key
+            ctx.ledger.account(key, num(n.usd_per_hour), num(n.gpu_count),
+                               price_known=n.usd_per_hour is not None)
             saving += ctx.ledger.claim(rid, key, rate)
         holders: dict[tuple[str, str, str], int] = defaultdict(int)
         for n in nodes:
-            for p in n.get("pods") or []:
+            for p in n.pods or []:
                 holders[(p["namespace"], p["workload_kind"], p["workload"])] += int(num(p.get("pods"), 1))
-        gpu_wl = sorted({(w["kind"], w["namespace"], w["name"]) for n in nodes for w in n.get("gpu_workloads") or []
+        gpu_wl = sorted({(w["kind"], w["namespace"], w["name"]) for n in nodes for w in n.gpu_workloads or []
                          if w.get("kind") not in ("DaemonSet", None)})
-        tainted = any(n.get("gpu_tainted") for n in nodes)
-        held_hours = sum(num(n.get("held_hours")) for n in nodes)
-        held_usd = sum(num(n.get("held_usd")) for n in nodes)
+        tainted = any(n.gpu_tainted for n in nodes)
+        held_hours = sum(num(n.held_hours) for n in nodes)
+        held_usd = sum(num(n.held_usd) for n in nodes)
         top = sorted(holders.items(), key=lambda kv: -kv[1])
         names = ", ".join(f"{ns}/{wl}" for (ns, _, wl), _ in top[:3]) + (" ..." if len(top) > 3 else "")
         what = f"pool {name}" if pooled else f"node {name}"
@@ -96,12 +97,12 @@ class CpuPodsOnGpuNodesRule(Rule):
             title = (f"GPU {what}: pods asking for no GPU ({names}) kept {len(nodes)} node(s) up for "
                      f"{held_hours:.0f} node-hour(s) with no GPU in use: taint the pool nvidia.com/gpu:NoSchedule")
         return Recommendation(
-            rule=CPU_PODS.name, id=rid, cluster=cluster, node=nodes[0]["node"] if len(nodes) == 1 else None,
+            rule=CPU_PODS.name, id=rid, cluster=cluster, node=nodes[0].node if len(nodes) == 1 else None,
             title=title,
-            current={"taints": nodes[0].get("taints") or [], "held_node_hours": round(held_hours, 2)},
+            current={"taints": nodes[0].taints or [], "held_node_hours": round(held_hours, 2)},
             proposed=CpuPodsProposed(
                 taint=dict(GPU_TAINT), node_pool=name if pooled else None, node_pool_kind=pool_kind,
-                nodes=sorted(n["node"] for n in nodes),
+                nodes=sorted(n.node for n in nodes),
                 tolerate=[{"kind": k, "namespace": ns, "name": wl} for k, ns, wl in gpu_wl],
                 holders=[{"namespace": ns, "workload_kind": k, "workload": wl, "pods": c} for (ns, k, wl), c in top],
                 already_tainted=tainted).to_dict(),
@@ -109,10 +110,10 @@ class CpuPodsOnGpuNodesRule(Rule):
             confidence=(settings["confidence"] if pooled else settings["confidence"] / 2) if not tainted else 0.3,
             evidence={
                 "held_node_hours": round(held_hours, 2), "held_usd_in_window": round(held_usd, 2),
-                "window_hours": round(max(num(n.get("window_hours")) for n in nodes), 2),
-                "nodes": [{"node": n["node"], "held_hours": round(num(n.get("held_hours")), 2),
-                           "held_usd": round(num(n.get("held_usd")), 2), "gpu_model": n.get("gpu_model"),
-                           "gpus": n.get("gpu_count"), "present_at_end": bool(n.get("present_at_end"))}
+                "window_hours": round(max(num(n.window_hours) for n in nodes), 2),
+                "nodes": [{"node": n.node, "held_hours": round(num(n.held_hours), 2),
+                           "held_usd": round(num(n.held_usd), 2), "gpu_model": n.gpu_model,
+                           "gpus": n.gpu_count, "present_at_end": bool(n.present_at_end)}
                           for n in nodes],
                 "pool": name if pooled else None, "pool_kind": pool_kind, "gpu_taint_present": tainted,
                 "alternative": "a nodeSelector (or required node affinity) on the CPU-only workloads that keeps "

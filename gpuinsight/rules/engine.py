@@ -73,19 +73,13 @@ def resolve_all(settings: Settings | None) -> dict[str, Resolved]:
         raise BadInput(str(exc)) from exc
 
 
-def topology_label_settings(resolved: Mapping[str, Resolved]) -> dict[str, Any]:
-    """The label keys of each topology level, from the topology rule's settings."""
-    topo = resolved.get("topology") or {}
-    return {level: topo[f"{level}_labels"] for level in ("nvlink", "rack", "block") if f"{level}_labels" in topo}
-
-
 def evaluate_plan(frames: Mapping[str, pl.DataFrame], settings: Settings | None = None,
                   *, only: set[str] | None = None) -> tuple[list[Recommendation], PlanContext]:
     """Pure: frames in, recommendations out (in the plan's order), with the plan's context (its
     ledger). ``only``: the rules or kinds to run (the others are skipped)."""
     resolved = resolve_all(settings)
     ctx = PlanContext(Ledger.from_frames(frames), ProductionClassifier.from_settings(resolved["production"]),
-                      topology_labels=topology_label_settings(resolved), settings=resolved)
+                      settings=resolved)
     recs: list[Recommendation] = []
     for rule_cls in ALL_RULES:
         if only and not ({rule_cls.name} | {k.name for k in rule_cls.kinds}) & only:

@@ -36,8 +36,10 @@ from gpuinsight.rules.common import (
     workload_ref,
 )
 from gpuinsight.rules.context import PlanContext
+from gpuinsight.rules.effects import WorkloadLeaves
 from gpuinsight.rules.serving import served_nothing, serving_by_workload
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 
 class IdleRule(Rule):
@@ -67,74 +69,74 @@ class IdleRule(Rule):
         out: list[Recommendation] = []
         serving = serving_by_workload(frames, ctx)
         for r in ctx.rows(frames, "workload_gpu_profile"):
-            hours = window_hours(frames, r.get("cluster"))
-            if r.get("samples") is None or num(r.get("hours_held")) < settings["min_hours"] or not hours:
+            hours = window_hours(frames, r.cluster)
+            if r.samples is None or num(r.hours_held) < settings["min_hours"] or not hours:
                 continue  # unmeasured or too short to judge
-            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+            if ctx.ledger.workload_claimed(*r.workload_key):
                 continue  # an earlier finding (input-starved) explains its low activity
-            served = serving.get((str(r.get("cluster") or ""), r["namespace"], r["workload"]))
+            served = serving.get(r.workload_key)
             if served_nothing(served, settings["min_hours"]):
                 # an inference server that served no token is idle whatever its GPU activity says
                 out.append(self._finding(r, frames, settings, ctx, hours, None, zero_tokens=True))
                 continue
-            if num(r.get("gr_p50"), 1.0) > settings["max_median_activity"]:
+            if num(r.gr_p50, 1.0) > settings["max_median_activity"]:
                 continue  # used most of the time
-            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+            if ctx.ledger.workload_claimed(*r.workload_key):
                 continue  # an earlier rule (ray) already acts on it
-            active = num(r.get("active_fraction"), 1.0)
+            active = num(r.active_fraction, 1.0)
             peak = compute_peak(r)
             if active <= settings["max_active_fraction"] and peak <= settings["max_peak_p95"]:
                 out.append(self._finding(r, frames, settings, ctx, hours, None))
                 continue
-            run = periodic_hours(r, settings) if r.get("workload_kind") not in SCALE_TARGET_KINDS else None
+            run = periodic_hours(r, settings) if r.workload_kind not in SCALE_TARGET_KINDS else None
             if run:
                 out.append(self._finding(r, frames, settings, ctx, hours, run))
         return out
 
-    def _finding(self, r: dict[str, Any], frames: dict[str, pl.DataFrame], settings: dict[str, Any],
+    def _finding(self, r: Any, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext, hours: float, run: list[int] | None, zero_tokens: bool = False) -> Recommendation:
-        rid = finding_id(IDLE.name, cluster_of(r), r["namespace"], r["workload"], None, None)
+        rid = finding_id(IDLE.name, cluster_of(r), r.namespace, r.workload, None, None)
         share = 1.0 if run is None else 1.0 - len(run) / 24.0
-        granted = ctx.claim_workload_hours(rid, r, frames, share)
+        granted = ctx.claim_workload_hours(rid, r.workload_key, r.node_gpu_hours, frames, share)
         if run is None:  # scaled away: its pods leave their nodes (periodic work keeps its place)
-            ctx.workloads_leaving[(str(r.get("cluster") or ""), r["namespace"], r["workload"])] = rid
+            ctx.record(rid, WorkloadLeaves(r.workload_key))
         production, why = ctx.is_production(r)
-        gpus = round(num(r.get("avg_gpus_held")), 3)
-        model = r.get("gpu_model") or "GPU"
+        gpus = round(num(r.avg_gpus_held), 3)
+        model = r.gpu_model or "GPU"
         if zero_tokens:
-            title = (f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) and its inference server "
-                     f"served no token in {num(r.get('hours_held')):g} h (GPU activity "
-                     f"{pct(num(r.get('active_fraction')))}% of the time): scale it to zero")
+            title = (f"{r.namespace}/{r.workload} holds {gpus:g} {model} GPU(s) and its inference server "
+                     f"served no token in {num(r.hours_held):g} h (GPU activity "
+                     f"{pct(num(r.active_fraction))}% of the time): scale it to zero")
             proposed = IdleProposed(0, "idle")
         elif run is None:
-            title = (f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) but was active only "
-                     f"{pct(num(r.get('active_fraction')))}% of the time with low peaks: scale it to zero")
+            title = (f"{r.namespace}/{r.workload} holds {gpus:g} {model} GPU(s) but was active only "
+                     f"{pct(num(r.active_fraction))}% of the time with low peaks: scale it to zero")
             proposed = IdleProposed(0, "idle")
         else:
-            title = (f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) all day but works only "
+            title = (f"{r.namespace}/{r.workload} holds {gpus:g} {model} GPU(s) all day but works only "
                      f"at {hours_label(run)} UTC: run it on a schedule and scale it to zero in between")
             proposed = IdleProposed(0, "periodic", Schedule(run).to_dict())
         return Recommendation(
             rule=IDLE.name, id=rid, cluster=cluster_of(r),
-            namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
+            namespace=r.namespace, workload=r.workload, queue=r.queue,
             title=title,
-            current={"gpus": gpus, "workload_kind": r.get("workload_kind")},
+            current={"gpus": gpus, "workload_kind": r.workload_kind},
             proposed=proposed.to_dict(),
             monthly_savings_usd=monthly(granted),
-            confidence=evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"]),
+            confidence=evidence_confidence(num(r.hours_held), settings["full_confidence_hours"]),
             evidence={
-                "active_fraction_pct": pct(r.get("active_fraction")),
-                "gr_active_p50_pct": pct(r.get("gr_p50")),
-                "gr_active_p95_pct": pct(r.get("gr_p95")),
-                "gr_active_max_pct": pct(r.get("gr_max")),
+                "active_fraction_pct": pct(r.active_fraction),
+                "gr_active_p50_pct": pct(r.gr_p50),
+                "gr_active_p95_pct": pct(r.gr_p95),
+                "gr_active_max_pct": pct(r.gr_max),
                 **compute_evidence(r),
-                "fb_used_max_gb": mib_to_gb(r.get("fb_max_mib")),
-                "recurring_hours_utc": list(r.get("recurring_hours_utc") or []),
-                "days_observed": r.get("days_observed"),
+                "fb_used_max_gb": mib_to_gb(r.fb_max_mib),
+                "recurring_hours_utc": list(r.recurring_hours_utc or []),
+                "days_observed": r.days_observed,
                 "idle_share_of_day": round(share, 3),
-                "gpu_hours": round(num(r.get("gpu_hours")), 2),
-                "hours_held": num(r.get("hours_held")),
-                "cost_usd_in_window": round(num(r.get("cost_usd")), 2),
+                "gpu_hours": round(num(r.gpu_hours), 2),
+                "hours_held": num(r.hours_held),
+                "cost_usd_in_window": round(num(r.cost_usd), 2),
                 "window_hours": round(hours, 2),
                 "production": production, "production_reason": why,
                 **({"tokens_served": 0, "idle_basis": "zero tokens"} if zero_tokens else {}),
@@ -143,14 +145,14 @@ class IdleRule(Rule):
         )
 
 
-def periodic_hours(r: dict[str, Any], settings: dict[str, Any]) -> list[int] | None:
+def periodic_hours(r: Row, settings: dict[str, Any]) -> list[int] | None:
     """The UTC hours to keep running (recurring active hours with a margin), or None if the
     workload is not periodic: it must recur on at least two days and do little in between."""
-    recurring = [int(h) for h in r.get("recurring_hours_utc") or []]
-    days = num(r.get("days_observed"))
+    recurring = [int(h) for h in r.recurring_hours_utc or []]
+    days = num(r.days_observed)
     if not recurring or days < 2 or len(recurring) > settings["periodic_max_hours"]:
         return None
-    if num(r.get("stray_active_hours")) > settings["periodic_max_stray_per_day"] * days:
+    if num(r.stray_active_hours) > settings["periodic_max_stray_per_day"] * days:
         return None
     margin = int(settings["periodic_margin_hours"])
     run = sorted({(h + d) % 24 for h in recurring for d in range(-margin, margin + 1)})

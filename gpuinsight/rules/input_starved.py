@@ -52,6 +52,7 @@ from gpuinsight.rules.common import (
 )
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 FIXES = {
     "cpu": ["more data-loader workers (e.g. PyTorch DataLoader num_workers)", "a larger CPU request for the pod",
@@ -98,51 +99,50 @@ class InputStarvedRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        profiles = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): r
-                    for r in ctx.rows(frames, "workload_gpu_profile")}
+        profiles = {r.workload_key: r for r in ctx.rows(frames, "workload_gpu_profile")}
         out = []
         for sig in ctx.rows(frames, "workload_input_profile"):
-            key = (str(sig.get("cluster") or ""), sig["namespace"], sig["workload"])
+            key = sig.workload_key
             r = profiles.get(key)
-            hours = window_hours(frames, key[0])
-            if r is None or not hours or num(r.get("hours_held")) < settings["min_hours"]:
+            hours = window_hours(frames, key.cluster)
+            if r is None or not hours or num(r.hours_held) < settings["min_hours"]:
                 continue
-            if r.get("mig_profile") or ctx.ledger.workload_claimed(*key):
+            if r.mig_profile or ctx.ledger.workload_claimed(*key):
                 continue
             if not starved(sig, settings):
                 continue
             out.append(self._finding(r, sig, frames, settings, ctx, hours))
         return out
 
-    def _finding(self, r: dict[str, Any], sig: dict[str, Any], frames: dict[str, pl.DataFrame],
+    def _finding(self, r: Any, sig: Row, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext, hours: float) -> Recommendation:
-        duty = num(sig.get("duty_cycle"))
+        duty = num(sig.duty_cycle)
         target = settings["target_duty_cycle"]
         share = max(0.0, 1.0 - duty / target) if target > 0 else 0.0
-        rid = finding_id(INPUT_STARVED.name, cluster_of(r), r["namespace"], r["workload"], None, None)
-        granted = ctx.claim_workload_time(rid, r, frames, share)
+        rid = finding_id(INPUT_STARVED.name, cluster_of(r), r.namespace, r.workload, None, None)
+        granted = ctx.claim_workload_time(rid, r.workload_key, r.node_gpu_hours, frames, share)
         cause, why, measured = diagnose(sig, settings)
-        cost_month = monthly(num(r.get("cost_usd")) / hours)
-        gpus = round(num(r.get("avg_gpus_held")), 3)
-        request = sig.get("cpu_request")
+        cost_month = monthly(num(r.cost_usd) / hours)
+        gpus = round(num(r.avg_gpus_held), 3)
+        request = sig.cpu_request
         new_request = None
         if cause == "cpu" and request:
             # the loader delivers duty x the burst rate; to keep up it needs target/duty the cores
             new_request = float(math.ceil(num(request) * target / max(duty, 1e-6)))
-        conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"])
+        conf = evidence_confidence(num(r.hours_held), settings["full_confidence_hours"])
         conf *= {2: 1.0, 1: 0.85, 0: 0.6}[len(measured)]
-        step = int(num(sig.get("step_s")))
-        pushed = bool(sig.get("min_pushed_down"))
-        period = num(sig.get("burst_period_s"))
-        resolved = period > 0 and num(sig.get("idle_runs")) >= 2 and step > 0 and period >= 2 * step
+        step = int(num(sig.step_s))
+        pushed = bool(sig.min_pushed_down)
+        period = num(sig.burst_period_s)
+        resolved = period > 0 and num(sig.idle_runs) >= 2 and step > 0 and period >= 2 * step
         resolution = (f"{step} s steps, per-step min/mean/max of GR activity pushed down to the source "
                       f"(min_over_time/max_over_time at the scrape interval)" if pushed else
                       f"{step} s steps, one reading per step (the step's value is its min and max)")
-        model = r.get("gpu_model") or "GPU"
+        model = r.gpu_model or "GPU"
         return Recommendation(
-            rule=INPUT_STARVED.name, id=rid, cluster=cluster_of(r), namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
-            title=(f"{r['namespace']}/{r['workload']} keeps {gpus:g} {model} GPU(s) waiting for input "
-                   f"{pct(1 - duty)}% of the time (bursts at {pct(sig.get('burst_level'))}%, framebuffer full): "
+            rule=INPUT_STARVED.name, id=rid, cluster=cluster_of(r), namespace=r.namespace, workload=r.workload, queue=r.queue,
+            title=(f"{r.namespace}/{r.workload} keeps {gpus:g} {model} GPU(s) waiting for input "
+                   f"{pct(1 - duty)}% of the time (bursts at {pct(sig.burst_level)}%, framebuffer full): "
                    f"{why}; fix the input pipeline, not the GPUs"),
             current={"gpus": gpus, "duty_cycle": round(duty, 3), "cpu_request": request},
             proposed=InputStarvedProposed(cause, FIXES[cause], target, new_request).to_dict(),
@@ -150,76 +150,76 @@ class InputStarvedRule(Rule):
             confidence=conf,
             evidence={
                 "duty_cycle_pct": pct(duty),
-                "burst_level_pct": pct(sig.get("burst_level")),
-                "gr_active_mean_pct": pct(sig.get("gr_mean")),
-                "gr_active_in_stalls_pct": pct(sig.get("gr_idle_mean")),
+                "burst_level_pct": pct(sig.burst_level),
+                "gr_active_mean_pct": pct(sig.gr_mean),
+                "gr_active_in_stalls_pct": pct(sig.gr_idle_mean),
                 "stall_step_fraction_pct": pct(stall_fraction(sig)),
-                "idle_step_fraction_pct": pct(sig.get("idle_step_fraction")),
-                "mixed_step_fraction_pct": pct(sig.get("mixed_step_fraction")),
+                "idle_step_fraction_pct": pct(sig.idle_step_fraction),
+                "mixed_step_fraction_pct": pct(sig.mixed_step_fraction),
                 "burst_period_min": round(period / 60, 1) if resolved else None,
-                "busy_run_mean_min": round(num(sig.get("busy_run_mean_s")) / 60, 1) if resolved else None,
-                "stall_run_mean_min": round(num(sig.get("idle_run_mean_s")) / 60, 1) if resolved else None,
-                "stall_run_cv": round(num(sig.get("idle_run_cv")), 3) if resolved else None,
+                "busy_run_mean_min": round(num(sig.busy_run_mean_s) / 60, 1) if resolved else None,
+                "stall_run_mean_min": round(num(sig.idle_run_mean_s) / 60, 1) if resolved else None,
+                "stall_run_cv": round(num(sig.idle_run_cv), 3) if resolved else None,
                 "period_basis": ("busy and stalled runs of consecutive steps" if resolved else
                                  f"not resolved: bursts and stalls alternate within {step} s steps "
-                                 f"({pct(sig.get('mixed_step_fraction'))}% of the steps hold both)"),
+                                 f"({pct(sig.mixed_step_fraction)}% of the steps hold both)"),
                 "resolution": resolution,
-                "framebuffer_mean_gb": mib_to_gb(sig.get("fb_mean_mib")),
-                "framebuffer_cv": round(num(sig.get("fb_cv")), 3),
-                "framebuffer_in_stalls_gb": mib_to_gb(sig.get("fb_idle_mib")),
+                "framebuffer_mean_gb": mib_to_gb(sig.fb_mean_mib),
+                "framebuffer_cv": round(num(sig.fb_cv), 3),
+                "framebuffer_in_stalls_gb": mib_to_gb(sig.fb_idle_mib),
                 "cause": cause, "cause_basis": why,
                 "measured": sorted(measured),
-                "pcie_rx_busy_gbps": _gbps(sig.get("pcie_rx_busy_bps")),
-                "pcie_rx_stalled_gbps": _gbps(sig.get("pcie_rx_idle_bps")),
-                "pcie_rx_gr_correlation": _r3(sig.get("pcie_rx_gr_corr")),
-                "nvlink_rx_busy_gbps": _gbps(sig.get("nvlink_rx_busy_bps")),
-                "nvlink_rx_stalled_gbps": _gbps(sig.get("nvlink_rx_idle_bps")),
-                "cpu_busy_cores": _r3(sig.get("cpu_busy_cores")),
-                "cpu_stalled_cores": _r3(sig.get("cpu_idle_cores")),
+                "pcie_rx_busy_gbps": _gbps(sig.pcie_rx_busy_bps),
+                "pcie_rx_stalled_gbps": _gbps(sig.pcie_rx_idle_bps),
+                "pcie_rx_gr_correlation": _r3(sig.pcie_rx_gr_corr),
+                "nvlink_rx_busy_gbps": _gbps(sig.nvlink_rx_busy_bps),
+                "nvlink_rx_stalled_gbps": _gbps(sig.nvlink_rx_idle_bps),
+                "cpu_busy_cores": _r3(sig.cpu_busy_cores),
+                "cpu_stalled_cores": _r3(sig.cpu_idle_cores),
                 "cpu_request_cores": request,
-                "cpu_gr_correlation": _r3(sig.get("cpu_gr_corr")),
+                "cpu_gr_correlation": _r3(sig.cpu_gr_corr),
                 "gpu_cost_usd_per_month": round(cost_month, 2),
                 "waiting_usd_per_month": round(cost_month * (1 - duty), 2),
                 "saving_share": round(share, 3),
-                "hours_observed": round(num(sig.get("hours_observed")), 1),
-                "hours_held": num(r.get("hours_held")),
+                "hours_observed": round(num(sig.hours_observed), 1),
+                "hours_held": num(r.hours_held),
             },
             target=WorkloadTarget(**workload_ref(r)).to_dict(),
         )
 
 
-def stall_fraction(sig: dict[str, Any]) -> float:
-    return num(sig.get("idle_step_fraction")) + num(sig.get("mixed_step_fraction"))
+def stall_fraction(sig: Row) -> float:
+    return num(sig.idle_step_fraction) + num(sig.mixed_step_fraction)
 
 
-def starved(sig: dict[str, Any], settings: dict[str, Any]) -> bool:
+def starved(sig: Row, settings: dict[str, Any]) -> bool:
     """The GPU pattern of input starvation: bursts, a low duty cycle, stalls, a resident model."""
-    burst = num(sig.get("burst_level"))
-    if burst < settings["min_burst_level"] or num(sig.get("duty_cycle"), 1.0) > settings["max_duty_cycle"]:
+    burst = num(sig.burst_level)
+    if burst < settings["min_burst_level"] or num(sig.duty_cycle, 1.0) > settings["max_duty_cycle"]:
         return False
     if stall_fraction(sig) < settings["min_stall_fraction"]:
         return False
-    if num(sig.get("idle_runs")) > 0 and num(sig.get("idle_run_mean_s")) > settings["max_stall_minutes"] * 60:
+    if num(sig.idle_runs) > 0 and num(sig.idle_run_mean_s) > settings["max_stall_minutes"] * 60:
         return False  # long quiet stretches between runs: periodic work, not a pipeline stall
-    if sig.get("fb_cv") is None or num(sig.get("fb_cv")) > settings["max_fb_cv"]:
+    if sig.fb_cv is None or num(sig.fb_cv) > settings["max_fb_cv"]:
         return False
-    busy_fb, idle_fb = num(sig.get("fb_busy_mib")), sig.get("fb_idle_mib")
+    busy_fb, idle_fb = num(sig.fb_busy_mib), sig.fb_idle_mib
     return idle_fb is None or busy_fb <= 0 or num(idle_fb) >= settings["min_fb_idle_ratio"] * busy_fb
 
 
-def diagnose(sig: dict[str, Any], settings: dict[str, Any]) -> tuple[str, str, set[str]]:
+def diagnose(sig: Row, settings: dict[str, Any]) -> tuple[str, str, set[str]]:
     """(cause, why, what was measured) from what was busy while the GPU waited."""
     measured: set[str] = set()
-    cpu_idle, request = sig.get("cpu_idle_cores"), sig.get("cpu_request")
-    if num(sig.get("cpu_coverage")) > 0 and cpu_idle is not None:
+    cpu_idle, request = sig.cpu_idle_cores, sig.cpu_request
+    if num(sig.cpu_coverage) > 0 and cpu_idle is not None:
         measured.add("container_cpu")
-    rx_busy = num(sig.get("pcie_rx_busy_bps")) + num(sig.get("nvlink_rx_busy_bps"))
-    rx_idle = sig.get("pcie_rx_idle_bps") if sig.get("pcie_rx_idle_bps") is not None else sig.get("nvlink_rx_idle_bps")
-    if (num(sig.get("pcie_coverage")) > 0 or num(sig.get("nvlink_coverage")) > 0) and rx_idle is not None:
+    rx_busy = num(sig.pcie_rx_busy_bps) + num(sig.nvlink_rx_busy_bps)
+    rx_idle = sig.pcie_rx_idle_bps if sig.pcie_rx_idle_bps is not None else sig.nvlink_rx_idle_bps
+    if (num(sig.pcie_coverage) > 0 or num(sig.nvlink_coverage) > 0) and rx_idle is not None:
         measured.add("pcie_nvlink_rx")
-        rx_idle = num(sig.get("pcie_rx_idle_bps")) + num(sig.get("nvlink_rx_idle_bps"))
+        rx_idle = num(sig.pcie_rx_idle_bps) + num(sig.nvlink_rx_idle_bps)
     if "container_cpu" in measured:
-        ceiling = num(request) if request else num(sig.get("cpu_max_cores"))
+        ceiling = num(request) if request else num(sig.cpu_max_cores)
         if ceiling > 0 and num(cpu_idle) >= settings["cpu_busy_ratio"] * ceiling:
             what = f"of its {num(request):g}-core request" if request else "of its peak (no CPU request set)"
             return "cpu", (f"the pod's CPU runs at {pct(num(cpu_idle) / ceiling)}% {what} while its GPUs wait: "

@@ -56,13 +56,13 @@ class Ledger:
     @classmethod
     def from_frames(cls, frames: dict[str, Any]) -> Ledger:
         """Node costs from ``node_costs``: the larger of the current price and the window average."""
-        from gpuinsight.rules.common import rows
+        from gpuinsight.sql.rows import typed_rows
 
         ledger = cls()
-        for n in rows(frames.get("node_costs")):
-            key = (str(n.get("cluster") or ""), str(n["node"]))
-            ledger.nodes[key] = NodeAccount(max(num(n.get("usd_per_hour")), num(n.get("avg_usd_per_hour"))),
-                                            num(n.get("gpu_count")), bool(n.get("present_at_end")))
+        for n in typed_rows("node_costs", frames.get("node_costs")):
+            key = (str(n.cluster or ""), str(n.node))
+            ledger.nodes[key] = NodeAccount(max(num(n.usd_per_hour), num(n.avg_usd_per_hour)),
+                                            num(n.gpu_count), bool(n.present_at_end))
         return ledger
 
     def account(self, key: NodeKey, usd_per_hour: float = 0.0, gpu_count: float = 0.0, *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +20,9 @@ class MigProfile:
     max_instances: int
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> MigProfile:
-        """A row of the ``mig_catalog`` model."""
-        return cls(row["gpu_model"], row["profile"], row["memory_gb"], row["compute_slices"], row["memory_slices"],
-                   row["max_instances"])
+    def from_row(cls, row: Any) -> MigProfile:
+        """A typed row of the ``mig_catalog`` model (:mod:`gpuinsight.sql.rows`)."""
+        return cls(row.gpu_model, row.profile, row.memory_gb, row.compute_slices, row.memory_slices, row.max_instances)
 
     @property
     def slice_class(self) -> str:

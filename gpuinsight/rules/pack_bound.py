@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -102,14 +103,14 @@ class PoolPod:
     gpus: float
     gang: str | None = None       # strict gang: restarts together
     pinned: bool = False
-    budgets: tuple[str, ...] = () # budgets the pod counts against when evicted
+    budgets: tuple[Hashable, ...] = ()  # budgets the pod counts against when evicted (rules: BudgetKey)
 
 
 @dataclass
 class PoolProblem:
     nodes: list[PoolNode]
     pods: list[PoolPod]
-    budgets: dict[str, int] = field(default_factory=dict)  # budget -> most pods evicted
+    budgets: dict[Hashable, int] = field(default_factory=dict)  # budget -> most pods evicted
     shared_gpus: int = 0          # MIG-partitioned GPUs to place (interchangeable, one GPU each)
     release: bool = True          # False: release no node, only move what the shared GPUs need
 
@@ -188,7 +189,7 @@ def check_plan(problem: PoolProblem, plan: PoolPlan) -> list[str]:
     for j, total in load.items():
         if total > problem.nodes[j].capacity + 1e-9:
             errors.append(f"node {problem.nodes[j].name}: {total:g} GPUs over its capacity {problem.nodes[j].capacity:g}")
-    used: dict[str, int] = defaultdict(int)
+    used: dict[Hashable, int] = defaultdict(int)
     for i in plan.evicted(problem):
         for b in problem.pods[i].budgets:
             used[b] += 1
@@ -391,7 +392,7 @@ def _solve_ilp(problem: PoolProblem, free: list[int], limits: SolveLimits, *, sp
         for i in members:
             if not _constraint(h, _stay(x, i, problem.pods[i].node) + m >= 1):
                 return no_plan
-    evict: dict[str, list[Any]] = defaultdict(list)
+    evict: dict[Hashable, list[Any]] = defaultdict(list)
     for i in free:
         p = problem.pods[i]
         for b in p.budgets:
@@ -538,7 +539,7 @@ class _Greedy:
         self.problem = problem
         self.assign = [p.node for p in problem.pods]
         self.moved_gangs: set[str] = set()
-        self.used_budget: dict[str, int] = defaultdict(int)
+        self.used_budget: dict[Hashable, int] = defaultdict(int)
         self.load = [nd.fixed for nd in problem.nodes]
         self.on: dict[int, list[int]] = defaultdict(list)
         for i, p in enumerate(problem.pods):
@@ -560,7 +561,7 @@ class _Greedy:
             gang = problem.pods[i].gang
             if gang:
                 restart |= set(self.gangs[gang])
-        extra: dict[str, int] = defaultdict(int)
+        extra: dict[Hashable, int] = defaultdict(int)
         for i in moving | restart:
             if problem.pods[i].gang in self.moved_gangs:
                 continue  # restarted already: its budgets are counted

@@ -15,13 +15,16 @@ binpack's objective; binpack then solves the same pool again with the shared GPU
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
+from gpuinsight.keys import BudgetKey, BudgetKind, NodeKey, PodKey, WorkloadKey
 from gpuinsight.kubelabels import LabelIndex, selector_matches
 from gpuinsight.kubelabels import json_object as as_map
 from gpuinsight.rules.common import cluster_of, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.disruption import allowed_disruptions
+from gpuinsight.rules.effects import PodsMoved
 from gpuinsight.rules.pack_bound import (
     PoolNode,
     PoolPlan,
@@ -33,107 +36,124 @@ from gpuinsight.rules.pack_bound import (
     solve_exact,
     solve_greedy,
 )
+from gpuinsight.sql.rows import Row
 
 PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
 
 
-def pool_key(node: dict[str, Any]) -> PoolKey:
-    return (str(node.get("cluster") or ""), node.get("node_pool"), node.get("zone"), node.get("gpu_model"))
+def pool_key(node: Row) -> PoolKey:
+    """The pool of a ``nodes_current`` row."""
+    return (str(node.cluster or ""), node.node_pool, node.zone, node.gpu_model)
 
 
-def plannable(n: dict[str, Any], key: tuple[str, str], ctx: PlanContext) -> bool:
+def plannable(n: Row, key: NodeKey, ctx: PlanContext) -> bool:
     """Whole-GPU nodes the pool planner may move work between, partition GPUs of or release:
     not running MIG or a sharing config already (a node whose pods hold fractions of shared GPUs
     is shared: its GPUs are not whole-GPU bins), not a sharing host or released by this plan."""
-    if num(n.get("gpu_count")) <= 0 or n.get("is_mig") or n.get("device_plugin_config") or key in ctx.hosts:
+    if num(n.gpu_count) <= 0 or n.is_mig or n.device_plugin_config or ctx.is_sharing_host(key):
         return False
-    if num(n.get("fractional_pods")) > 0:
+    if num(n.fractional_pods) > 0:
         return False
-    if (n.get("sharing_strategy") or "none") not in ("none", ""):
+    if (n.sharing_strategy or "none") not in ("none", ""):
         return False
-    return not ctx.ledger.is_released(key) and num(n.get("gpus_held")) <= num(n.get("gpu_count")) + 1e-9
+    return not ctx.ledger.is_released(key) and num(n.gpus_held) <= num(n.gpu_count) + 1e-9
 
 
-def pdb_key(b: dict[str, Any]) -> str:
-    """A PDB's budget name: its cluster's namespace and name (a PDB covers its own cluster's pods)."""
-    return f"pdb:{cluster_of(b)}/{b['namespace']}/{b['name']}"
+def pdb_key(b: Row) -> BudgetKey:
+    """A PDB's budget (a ``disruption_budgets`` row): a PDB covers its own cluster's pods."""
+    return BudgetKey(BudgetKind.PDB, cluster_of(b), b.namespace, b.name)
 
 
-def pdb_budgets(placement: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, int]:
+def gang_budget(cluster: str, namespace: str, gang: str) -> BudgetKey:
+    """The elastic part of a gang of the cluster: the pods it may lose beyond its minMember."""
+    return BudgetKey(BudgetKind.GANG, cluster, namespace, gang)
+
+
+def pdb_budgets(placement: list[Row], pdbs: list[Row]) -> dict[BudgetKey, int]:
     """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
-    pods = LabelIndex(placement, lambda p: (cluster_of(p), p["namespace"]), lambda p: as_map(p.get("labels")))
+    pods = LabelIndex(placement, lambda p: (cluster_of(p), p.namespace), lambda p: as_map(p.labels))
     out = {}
     for b in pdbs:
-        covered = len(pods.covered((cluster_of(b), b["namespace"]), as_map(b.get("selector"))))
-        out[pdb_key(b)] = allowed_disruptions(b, covered, covered)
+        covered = len(pods.covered((cluster_of(b), b.namespace), as_map(b.selector)))
+        spec = {"min_available": b.min_available, "max_unavailable": b.max_unavailable}
+        out[pdb_key(b)] = allowed_disruptions(spec, covered, covered)
     return out
 
 
-def pod_budgets(p: dict[str, Any], pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]]) -> tuple[str, ...]:
-    labels = as_map(p.get("labels"))
-    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p["namespace"]), [])
-                 if selector_matches(as_map(b.get("selector")), labels))
+def pod_budgets(p: Row, pdbs_by_ns: dict[tuple[str, str], list[Row]]) -> tuple[BudgetKey, ...]:
+    """The PDBs whose selector covers a ``placement_current`` pod."""
+    labels = as_map(p.labels)
+    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p.namespace), [])
+                 if selector_matches(as_map(b.selector), labels))
 
 
 class PoolInputs:
     """What every pool of a plan is built from, computed once per rule run."""
 
     def __init__(self, frames: dict[str, Any], ctx: PlanContext) -> None:
-        self.busy = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): num(r.get("gr_mean"))
-                     for r in ctx.rows(frames, "workload_gpu_profile")}
+        self.busy = {r.workload_key: num(r.gr_mean) for r in ctx.rows(frames, "workload_gpu_profile")}
         self.placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         self.budgets = pdb_budgets(self.placement, pdbs)
-        self.pdbs_by_ns: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # a PDB is its cluster's
+        self.pdbs_by_ns: dict[tuple[str, str], list[Row]] = defaultdict(list)  # a PDB is its cluster's
         for b in pdbs:
-            self.pdbs_by_ns[(cluster_of(b), b["namespace"])].append(b)
+            self.pdbs_by_ns[(cluster_of(b), b.namespace)].append(b)
 
 
-def build_problem(key: PoolKey, members: list[dict[str, Any]], pods_on: dict[tuple[str, str], list[dict[str, Any]]],
+@dataclass(frozen=True)
+class PoolPodRow:
+    """A pod of a pool's problem: its ``placement_current`` row and its production verdict."""
+
+    pod: Any
+    production: bool
+    why: str
+
+
+def build_problem(key: PoolKey, members: list[Row], pods_on: dict[NodeKey, list[Row]],
                   inputs: PoolInputs, settings: dict[str, Any], ctx: PlanContext,
-                  ) -> tuple[PoolProblem, list[dict[str, Any]]]:
+                  ) -> tuple[PoolProblem, list[PoolPodRow]]:
     """The pool's problem: ``members`` are its nodes (``nodes_current`` rows), ``pods_on`` the
     whole-GPU pods on each (cluster, node) after the earlier findings; ``settings`` binpack's
     (which pods may move). GPUs earlier findings gave to shared work are fixed load."""
     cluster = key[0]
     # what each PodDisruptionBudget allows, less the evictions earlier findings of the plan make
-    problem = PoolProblem([], [], {b: n - ctx.evictions.get(b, 0) for b, n in inputs.budgets.items()})
-    pod_rows: list[dict[str, Any]] = []
+    problem = PoolProblem([], [], {b: n - ctx.evictions_used(b) for b, n in inputs.budgets.items()})
+    pod_rows: list[PoolPodRow] = []
     for j, n in enumerate(members):
-        node_key = (cluster, n["node"])
+        node_key = NodeKey(cluster, n.node)
         pods = pods_on.get(node_key, [])
-        fixed = ctx.shared_gpus.get(node_key, 0.0)
-        staying = sum(num(p.get("gpus")) for p in pods) + fixed
-        free_of_claims = num(n.get("gpu_count")) - ctx.ledger.reserved_gpus(node_key)
+        fixed = ctx.partitioned_gpus(node_key)
+        staying = sum(num(p.gpus) for p in pods) + fixed
+        free_of_claims = num(n.gpu_count) - ctx.ledger.reserved_gpus(node_key)
         # a node holding more than that (periodic work keeps its place while returning GPU-hours)
         # keeps what it holds and takes nothing new
-        problem.nodes.append(PoolNode(n["node"], max(free_of_claims, staying), num(n.get("usd_per_hour")),
+        problem.nodes.append(PoolNode(n.node, max(free_of_claims, staying), num(n.usd_per_hour),
                                       closed=staying > free_of_claims + 1e-9, fixed=fixed))
         for p in pods:
-            gang_size, min_member = int(num(p.get("gang_pods"), 1)), p.get("gang_min_member")
-            strict = bool(p.get("gang")) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
-            elastic = bool(p.get("gang")) and gang_size > 1 and not strict
-            gang_id = f"{p['namespace']}/{p['gang']}" if strict else None
+            gang_size, min_member = int(num(p.gang_pods, 1)), p.gang_min_member
+            strict = bool(p.gang) and gang_size > 1 and (min_member is None or int(min_member) >= gang_size)
+            elastic = bool(p.gang) and gang_size > 1 and not strict
+            gang_id = f"{p.namespace}/{p.gang}" if strict else None
             prod, why = ctx.is_production(p)
-            pinned = bool(p.get("mig_profile")) or (prod and not settings["include_production"])
-            if strict and inputs.busy.get((cluster, p["namespace"], p["workload"]), 0.0) >= settings["busy_gang_activity"]:
+            pinned = bool(p.mig_profile) or (prod and not settings["include_production"])
+            if strict and inputs.busy.get(WorkloadKey(cluster, p.namespace, p.workload), 0.0) >= settings["busy_gang_activity"]:
                 pinned = True
-            if (cluster, p["namespace"], p["pod"]) in ctx.pods_moved:
+            if ctx.was_moved(PodKey(cluster, p.namespace, p.pod)):
                 pinned = True  # moved once by this plan already: it is not moved again
             own = pod_budgets(p, inputs.pdbs_by_ns)
             if elastic:
-                name = f"gang:{cluster}/{p['namespace']}/{p['gang']}"  # the cluster's gang
-                problem.budgets[name] = gang_size - int(min_member or 1) - ctx.evictions.get(name, 0)
+                name = gang_budget(cluster, p.namespace, p.gang)
+                problem.budgets[name] = gang_size - int(min_member or 1) - ctx.evictions_used(name)
                 own = (*own, name)
-            problem.pods.append(PoolPod(f"{p['namespace']}/{p['pod']}", j, num(p.get("gpus")), gang_id, pinned, own))
-            pod_rows.append({**p, "_production": prod, "_why": why})
+            problem.pods.append(PoolPod(f"{p.namespace}/{p.pod}", j, num(p.gpus), gang_id, pinned, own))
+            pod_rows.append(PoolPodRow(p, prod, why))
     # a strict gang with pods outside this pool cannot be re-placed here: keep it where it is
     seen: dict[str, int] = defaultdict(int)
     for pp in problem.pods:
         if pp.gang:
             seen[pp.gang] += 1
     for pp, row in zip(problem.pods, pod_rows, strict=True):
-        if pp.gang and seen[pp.gang] < int(num(row.get("gang_pods"), 1)):
+        if pp.gang and seen[pp.gang] < int(num(row.pod.gang_pods, 1)):
             pp.pinned = True
     return problem, pod_rows
 
@@ -183,19 +203,19 @@ def method(plan: PoolPlan, settings: dict[str, Any]) -> str:
     return f"greedy ({why[stop]})" if stop is not None else "greedy"
 
 
-def pods_after(placement: list[dict[str, Any]], ctx: PlanContext) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """The whole-GPU pods on each (cluster, node) after the earlier findings: pods they take away
-    are gone, pods they moved are on their new node."""
-    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+def pods_after(placement: list[Row], ctx: PlanContext) -> dict[NodeKey, list[Row]]:
+    """The whole-GPU pods (``placement_current`` rows) on each node after the earlier findings:
+    pods they take away are gone, pods they moved are on their new node."""
+    out: dict[NodeKey, list[Row]] = defaultdict(list)
     for p in placement:
-        c = str(p.get("cluster") or "")
-        if (c, p["namespace"], p["pod"]) in ctx.pods_leaving or (c, p["namespace"], p["workload"]) in ctx.workloads_leaving:
+        pod = p.pod_key
+        if ctx.is_gone(pod, p.workload_key):
             continue
-        out[(c, ctx.pods_moved.get((c, p["namespace"], p["pod"]), p["node"]))].append(p)
+        out[NodeKey(pod.cluster, ctx.node_after_moves(pod, p.node))].append(p)
     return out
 
 
-def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any]],
+def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[PoolPodRow],
               only: set[int] | None = None) -> list[dict[str, Any]]:
     """The evictions (``only``: of these pods), grouped per (gang or pod, from, to), largest first."""
     grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -203,27 +223,25 @@ def move_list(problem: PoolProblem, plan: PoolPlan, pod_rows: list[dict[str, Any
         if only is not None and i not in only:
             continue
         p, row = problem.pods[i], pod_rows[i]
+        pod = row.pod
         src, dst = problem.nodes[p.node].name, problem.nodes[plan.assign[i]].name
-        key = (row["namespace"], p.gang or row["pod"], src, dst)
-        m = grouped.setdefault(key, {"namespace": row["namespace"], "workload": row.get("workload"),
-                                     "gang": row.get("gang") if p.gang else None, "pods": [], "from": src,
-                                     "to": dst, "gpus": 0.0, "production": row["_production"],
-                                     "production_reason": row["_why"], "_index": []})
-        m["pods"].append(row["pod"])
+        key = (pod.namespace, p.gang or pod.pod, src, dst)
+        m = grouped.setdefault(key, {"namespace": pod.namespace, "workload": pod.workload,
+                                     "gang": pod.gang if p.gang else None, "pods": [], "from": src,
+                                     "to": dst, "gpus": 0.0, "production": row.production,
+                                     "production_reason": row.why, "_index": []})
+        m["pods"].append(pod.pod)
         m["_index"].append(i)
         m["gpus"] = round(m["gpus"] + p.gpus, 3)
     return sorted(grouped.values(), key=lambda m: (-m["gpus"], m["namespace"], m["pods"][0]))
 
 
-def record_moves(ctx: PlanContext, cluster: str, moves: list[dict[str, Any]], problem: PoolProblem,
-                 by: str | None = None) -> None:
-    """Tell the later rules where moved pods go (``move_list`` entries), which budgets their
-    evictions used, and (``by``) which finding moves them off their node."""
-    for m in moves:
-        ctx.relocated.setdefault((cluster, m["namespace"], str(m["workload"])), {})[m["from"]] = m["to"]
-        ctx.pods_moved.update({(cluster, m["namespace"], pod): m["to"] for pod in m["pods"]})
-        if by is not None:
-            ctx.moved_by.update({(cluster, m["namespace"], pod): by for pod in m["pods"] if m["to"] != m["from"]})
-        for i in m["_index"]:
-            for b in problem.pods[i].budgets:
-                ctx.evictions[b] = ctx.evictions.get(b, 0) + 1
+def record_moves(ctx: PlanContext, finding: str, cluster: str, moves: list[dict[str, Any]],
+                 problem: PoolProblem) -> None:
+    """Record the moves (``move_list`` entries) ``finding`` makes: where the pods go and which
+    budgets their evictions use (:class:`gpuinsight.rules.effects.PodsMoved`)."""
+    ctx.record(finding, *(
+        PodsMoved(WorkloadKey(cluster, m["namespace"], str(m["workload"])),
+                  tuple(PodKey(cluster, m["namespace"], pod) for pod in m["pods"]), m["from"], m["to"],
+                  tuple(b for i in m["_index"] for b in problem.pods[i].budgets))
+        for m in moves))

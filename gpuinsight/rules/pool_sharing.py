@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
+from gpuinsight.keys import NodeKey
 from gpuinsight.kubelabels import label_map
 from gpuinsight.rules.common import num
 from gpuinsight.rules.consolidation_plan import (
@@ -45,7 +46,8 @@ from gpuinsight.rules.consolidation_plan import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile
 from gpuinsight.rules.pack_bound import PoolPlan, PoolProblem, check_plan
-from gpuinsight.rules.pool_plan import PoolInputs, PoolKey, build_problem, move_list, solve
+from gpuinsight.rules.pool_plan import PoolInputs, PoolKey, PoolPodRow, build_problem, move_list, solve
+from gpuinsight.sql.rows import Row
 
 STRATEGY_LABEL = "nvidia.com/mig.strategy"
 # sharing hosts are chosen among this many candidate nodes at a time (those holding most small
@@ -98,16 +100,16 @@ class PoolSharing:
     room: list[dict[str, Any]] = field(default_factory=list)
 
 
-def node_strategy(n: dict[str, Any], setting: str) -> str:
+def node_strategy(n: Row, setting: str) -> str:
     """The device plugin's MIG strategy on a node: the setting, else the node's label (GPU feature
     discovery writes it), else ``mixed`` (what per-GPU partitioning needs; a prerequisite)."""
     if setting in ("mixed", "single"):
         return setting
-    return str(label_map(n.get("labels")).get(STRATEGY_LABEL) or "mixed")
+    return str(label_map(n.labels).get(STRATEGY_LABEL) or "mixed")
 
 
-def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand],
-              pods_on: dict[tuple[str, str], list[dict[str, Any]]], placed_now: dict[str, list[dict[str, Any]]],
+def plan_pool(key: PoolKey, members: list[Row], demands: list[Demand],
+              pods_on: dict[NodeKey, list[Row]], placed_now: dict[str, list[Row]],
               inputs: PoolInputs, profiles: list[MigProfile], layouts: list[Any], t: Targets,
               settings: dict[str, Any], ctx: PlanContext) -> PoolSharing | None:
     """Shared GPUs and the placement of a pool. ``pods_on``: whole-GPU pods per (cluster, node)
@@ -115,8 +117,8 @@ def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand]
     on each node now (what says which GPUs are free)."""
     cluster, model = key[0], key[3]
     binpack = ctx.rule_settings("binpack")
-    by_name = {n["node"]: n for n in members}
-    mig_nodes = {n["node"] for n in members if _mig_ok(n, placed_now.get(n["node"], []), model, settings)}
+    by_name = {n.node: n for n in members}
+    mig_nodes = {n.node for n in members if _mig_ok(n, placed_now.get(n.node, []), model, settings)}
     gpus = [g for g in pack_mig_gpus(demands, profiles, layouts, t) if g.gain >= 1] if mig_nodes else []
     taken = {id(d) for g in gpus for d, _ in g.members}
     hosts = _choose_hosts([d for d in demands if id(d) not in taken], members, pods_on, placed_now, profiles,
@@ -124,13 +126,13 @@ def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand]
     while gpus or hosts:
         leaving = {(d.key[1], d.pod) for g in gpus for d, _ in g.members}
         leaving |= {(d.key[1], d.pod) for h in hosts for d in h.choice.members}
-        mine = {(cluster, n["node"]): [p for p in pods_on.get((cluster, n["node"]), [])
-                                       if (p["namespace"], p["pod"]) not in leaving] for n in members}
+        mine = {NodeKey(cluster, n.node): [p for p in pods_on.get(NodeKey(cluster, n.node), [])
+                                       if (p.namespace, p.pod) not in leaving] for n in members}
         problem, rows = build_problem(key, members, mine, inputs, binpack, ctx)
         for nd in problem.nodes:
             if nd.name in mig_nodes:
                 free, stoppable = _free_indices(by_name[nd.name], placed_now.get(nd.name, []), gpus)
-                nd.mig_slots = int(num(by_name[nd.name].get("gpu_count")))
+                nd.mig_slots = int(num(by_name[nd.name].gpu_count))
                 nd.early_free = len(free) + len(stoppable)
                 nd.free_now = len(free)
                 nd.production_stops = sum(d.production for _, d in stoppable)
@@ -162,7 +164,7 @@ def plan_pool(key: PoolKey, members: list[dict[str, Any]], demands: list[Demand]
         h.evict = move_list(now, plan_now, rows, _with_gangs(now, plan_now, on_host))
     done = {(m["namespace"], pod) for part in [*sharing.repartitions.values(), *hosts] for m in part.evict
             for pod in m["pods"]}
-    rest = {i for i in plan_now.evicted(now) if (rows[i]["namespace"], rows[i]["pod"]) not in done}
+    rest = {i for i in plan_now.evicted(now) if (rows[i].pod.namespace, rows[i].pod.pod) not in done}
     sharing.room = move_list(now, plan_now, rows, rest) if rest else []
     # claims go on GPUs free both once these moves are made and in the whole plan (so binpack can
     # still carry it out); on a node the whole plan releases, on what is free now
@@ -207,24 +209,24 @@ def _needed_moves(problem: PoolProblem, plan: PoolPlan, settings: dict[str, Any]
     return now, PoolPlan(assign, gangs, plan.method, plan.optimal, dict(plan.shared), True)
 
 
-def _mig_ok(n: dict[str, Any], pods: list[dict[str, Any]], model: Any, settings: dict[str, Any]) -> bool:
+def _mig_ok(n: Row, pods: list[Row], model: Any, settings: dict[str, Any]) -> bool:
     """A node that may partition some GPUs: MIG-capable, mixed strategy, and every pod on it
     located on its GPUs (else the GPU to partition could be one a staying pod holds)."""
     if not is_mig_capable(model) or node_strategy(n, settings["mig_strategy"]) != "mixed":
         return False
-    return all(p.get("gpu_indices") for p in pods if num(p.get("gpu_request")) > 0)
+    return all(p.gpu_indices for p in pods if num(p.gpu_request) > 0)
 
 
-def _free_indices(n: dict[str, Any], pods: list[dict[str, Any]], gpus: list[MigGpu]
+def _free_indices(n: Row, pods: list[Row], gpus: list[MigGpu]
                   ) -> tuple[list[int], list[tuple[int, Demand]]]:
     """GPUs of a node free now, and (GPU, small workload) of those held by a workload of
     ``gpus`` that may be stopped first (no PodDisruptionBudget, not a gang)."""
     held: set[int] = set()
     for p in pods:
-        held |= set(p.get("gpu_indices") or [])
-    free = [i for i in range(int(num(n.get("gpu_count")))) if i not in held]
+        held |= set(p.gpu_indices or [])
+    free = [i for i in range(int(num(n.gpu_count))) if i not in held]
     stoppable = [(d.gpu_indices[0], d) for g in gpus for d, _ in g.members
-                 if d.node == n["node"] and d.evictable and d.gpu_indices and len(d.gpu_indices) == 1]
+                 if d.node == n.node and d.evictable and d.gpu_indices and len(d.gpu_indices) == 1]
     return free, sorted(stoppable, key=lambda x: (x[1].production, x[0], x[1].pod))  # production last
 
 
@@ -239,8 +241,8 @@ def _with_gangs(problem: PoolProblem, plan: PoolPlan, pods: set[int]) -> set[int
     return out
 
 
-def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[dict[str, Any]],
-                 by_name: dict[str, dict[str, Any]], placed_now: dict[str, list[dict[str, Any]]]) -> None:
+def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[PoolPodRow],
+                 by_name: dict[str, Row], placed_now: dict[str, list[Row]]) -> None:
     """Put each partitioned GPU on a node the plan gave room to, and choose its GPU index: a
     free GPU, else one a pod the plan moves away holds, else one of a small workload stopped first."""
     problem, plan = sharing.problem, sharing.plan
@@ -255,7 +257,7 @@ def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[dict[str, 
         free, stoppable = _free_indices(n, placed_now.get(nd.name, []), gpus)
         moved_off = sorted((i for i, p in enumerate(problem.pods) if p.node == j and plan.assign[i] != j),
                            key=lambda i: (-problem.pods[i].gpus, problem.pods[i].name))
-        rp = Repartition(nd.name, int(num(n.get("gpu_count"))))
+        rp = Repartition(nd.name, int(num(n.gpu_count)))
         chosen: list[int] = []
         evicted: set[int] = set()
         for index in free:
@@ -265,7 +267,7 @@ def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[dict[str, 
             if len(chosen) >= count:
                 break
             evicted.add(i)
-            chosen += [x for x in rows[i].get("gpu_indices") or [] if x not in chosen][: count - len(chosen)]
+            chosen += [x for x in rows[i].pod.gpu_indices or [] if x not in chosen][: count - len(chosen)]
         for index, d in stoppable:
             if len(chosen) >= count:
                 break
@@ -278,8 +280,8 @@ def _assign_gpus(sharing: PoolSharing, gpus: list[MigGpu], rows: list[dict[str, 
         sharing.repartitions[nd.name] = rp
 
 
-def _choose_hosts(demands: list[Demand], members: list[dict[str, Any]],
-                  pods_on: dict[tuple[str, str], list[dict[str, Any]]], placed_now: dict[str, list[dict[str, Any]]],
+def _choose_hosts(demands: list[Demand], members: list[Row],
+                  pods_on: dict[NodeKey, list[Row]], placed_now: dict[str, list[Row]],
                   profiles: list[MigProfile], layouts: list[Any], t: Targets, settings: dict[str, Any],
                   cluster: str) -> list[Host]:
     """Nodes given one sharing configuration for all their GPUs, the node holding most of the
@@ -294,44 +296,44 @@ def _choose_hosts(demands: list[Demand], members: list[dict[str, Any]],
         on_node[d.node].append(d)
     small = {(d.key[1], d.pod) for d in demands}
 
-    def others(n: dict[str, Any]) -> float:
-        return sum(num(p.get("gpus")) for p in pods_on.get((cluster, n["node"]), [])
-                   if (p["namespace"], p["pod"]) not in small)
+    def others(n: Row) -> float:
+        return sum(num(p.gpus) for p in pods_on.get(NodeKey(cluster, n.node), [])
+                   if (p.namespace, p.pod) not in small)
 
-    def choose(n: dict[str, Any]) -> tuple[HostChoice, float] | None:
-        own = [d for d in on_node[n["node"]] if id(d) not in placed]
-        if not own or any(p.get("mig_profile") for p in pods_on.get((cluster, n["node"]), [])):
+    def choose(n: Row) -> tuple[HostChoice, float] | None:
+        own = [d for d in on_node[n.node] if id(d) not in placed]
+        if not own or any(p.mig_profile for p in pods_on.get(NodeKey(cluster, n.node), [])):
             return None
-        gpu_count = int(num(n.get("gpu_count")))
+        gpu_count = int(num(n.gpu_count))
         mine = {id(d) for d in own}
         rest = [d for d in ascending if id(d) not in placed and id(d) not in mine]
         limit = 2 * gpu_count * max(t.max_clients, 7)  # enough to fill the host twice over
         own_first = sorted(own, key=lambda d: (d.size, d.key))
         orders = [own_first + rest[:limit], own_first + rest[::-1][:limit]]
-        memory = MEMORY_MIB.get(n.get("gpu_model") or "", 0) or max(num(d.row.get("gpu_memory_mib")) for d in own)
-        single = is_mig_capable(n.get("gpu_model")) and node_strategy(n, settings["mig_strategy"]) == "single"
+        memory = MEMORY_MIB.get(n.gpu_model or "", 0) or max(num(d.row.gpu_memory_mib) for d in own)
+        single = is_mig_capable(n.gpu_model) and node_strategy(n, settings["mig_strategy"]) == "single"
         # a named layout repartitions every GPU of the node: each must be free first, so its own
         # workloads must be stoppable and nothing may still be leaving by another finding's change
-        staying = {(p["namespace"], p["pod"]) for p in pods_on.get((cluster, n["node"]), [])}
+        staying = {(p.namespace, p.pod) for p in pods_on.get(NodeKey(cluster, n.node), [])}
         free_first = all(d.evictable for d in own) and all(
-            (p["namespace"], p["pod"]) in staying for p in placed_now.get(n["node"], []))
+            (p.namespace, p.pod) in staying for p in placed_now.get(n.node, []))
         configs = mig_configs(profiles, layouts) if single and free_first else []
-        choice = best_host_choice(HostNode(n["node"], gpu_count, memory, []), orders, configs, t)
+        choice = best_host_choice(HostNode(n.node, gpu_count, memory, []), orders, configs, t)
         if choice is None:
             return None
         members = {id(d) for d in choice.members}
         return choice, others(n) + sum(1 for d in own if id(d) not in members)
 
-    candidates = sorted(members, key=lambda n: (-len(on_node[n["node"]]), others(n), num(n.get("gpu_count")),
-                                                n["node"]))
+    candidates = sorted(members, key=lambda n: (-len(on_node[n.node]), others(n), num(n.gpu_count),
+                                                n.node))
     while candidates:
         # of the nodes holding most demands, the one that frees most GPUs, then moves least away
         window = [(n, c) for n in candidates[:HOST_CANDIDATES] if (c := choose(n)) is not None]
         if not window:
             candidates = candidates[HOST_CANDIDATES:]
             continue
-        n, (choice, evacuated) = min(window, key=lambda nc: (-nc[1][0].gain, nc[1][1], nc[0]["node"]))
+        n, (choice, evacuated) = min(window, key=lambda nc: (-nc[1][0].gain, nc[1][1], nc[0].node))
         placed |= {id(d) for d in choice.members}
-        hosts.append(Host(n["node"], choice))
+        hosts.append(Host(n.node, choice))
         candidates = [c for c in candidates if c is not n]
     return hosts

@@ -17,6 +17,7 @@ running, pending and recent work: below it that work could never be admitted aga
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -28,6 +29,7 @@ from gpuinsight.rules.common import cluster_of, monthly, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.kueue import kueue_findings
 from gpuinsight.rules.settings import FRACTION, Setting
+from gpuinsight.sql.rows import Row
 
 GPU = "nvidia.com/gpu"
 
@@ -36,7 +38,7 @@ class QueueRule(Rule):
     name = "queue"
     summary = ("Resize Volcano queue weight/deserved/capability and Kueue ClusterQueue nominalQuota to what the "
                "queue really uses.")
-    needs = ("queue_usage", "kueue_quota_usage", "fleet_summary")
+    needs = ("queue_usage", "kueue_quota_usage", "cluster_summary")
     settings = (
         Setting("idle_quota_ratio", 0.5, "Flag when the p95 held GPUs are below this share of deserved.",
                 bounds=FRACTION),
@@ -50,23 +52,18 @@ class QueueRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        summary = ctx.rows(frames, "fleet_summary")
-        s = summary[0] if summary else {}
-        gpu_hours = num(s.get("gpu_hours"))
-        usd_per_gpu_hour = num(s.get("total_usd")) / gpu_hours if gpu_hours else 0.0
-        hours = num(s.get("hours"))
-        unallocated_gpus = num(s.get("gpu_hours")) - num(s.get("allocated_gpu_hours"))
-        unallocated_avg = unallocated_gpus / hours if hours else 0.0
+        clusters = {c.cluster: ClusterFigures.of(c) for c in ctx.rows(frames, "cluster_summary")}
         out = []
         for q in ctx.rows(frames, "queue_usage"):
-            if q.get("weight") is None:
+            if q.weight is None:
                 continue  # seen on pods only: no Queue object to change
-            deserved = q.get("deserved_gpu")
-            cap = q.get("capability_gpu")
+            figures = clusters.get(cluster_of(q), ClusterFigures())
+            deserved = q.deserved_gpu
+            cap = q.capability_gpu
             quota = num(deserved if deserved is not None else cap)
-            p95 = num(q.get("allocated_gpu_p95"))
-            peak = num(q.get("allocated_gpu_max"))
-            floor = math.ceil(max(num(q.get("largest_pod_gpus")), num(q.get("largest_gang_gpus"))) - 1e-9)
+            p95 = num(q.allocated_gpu_p95)
+            peak = num(q.allocated_gpu_max)
+            floor = math.ceil(max(num(q.largest_pod_gpus), num(q.largest_gang_gpus)) - 1e-9)
             if quota and p95 < quota * settings["idle_quota_ratio"] and quota - p95 >= settings["min_idle_gpus"]:
                 new_deserved = max(1, math.ceil(p95 * (1 + settings["headroom"])), floor)
                 new_cap = max(new_deserved, math.ceil(peak * (1 + settings["headroom"])), floor)
@@ -75,20 +72,20 @@ class QueueRule(Rule):
                 if not lower_deserved and not lower_cap:
                     continue  # the floor leaves nothing to lower
                 new_deserved = min(new_deserved, math.ceil(quota))
-                new_weight = max(1, round(num(q["weight"]) * new_deserved / quota))
+                new_weight = max(1, round(num(q.weight) * new_deserved / quota))
                 proposed = QueueProposed(weight=new_weight,
                                          deserved={GPU: new_deserved} if lower_deserved else None,
                                          capability={GPU: new_cap} if lower_cap else None).to_dict()
-                current: dict[str, Any] = {"weight": q["weight"]}
+                current: dict[str, Any] = {"weight": q.weight}
                 if lower_deserved:
                     current["deserved"] = {GPU: deserved}
                 if lower_cap:
                     current["capability"] = {GPU: cap}
                 freed = quota - new_deserved
                 out.append(Recommendation(
-                    rule=QUEUE.name, queue=q["queue"], cluster=cluster_of(q),
-                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q["queue"]),
-                    title=(f"Queue {q['queue']} is entitled to {quota:g} GPUs but its pods held at most "
+                    rule=QUEUE.name, queue=q.queue, cluster=cluster_of(q),
+                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q.queue),
+                    title=(f"Queue {q.queue} is entitled to {quota:g} GPUs but its pods held at most "
                            f"{p95:.1f} (p95): lower "
                            + (f"deserved to {new_deserved}, " if lower_deserved else "")
                            + (f"capability to {new_cap}, " if lower_cap else "") + f"weight to {new_weight}"),
@@ -96,19 +93,19 @@ class QueueRule(Rule):
                     monthly_savings_usd=0.0,
                     confidence=0.6,
                     evidence={
-                        "deserved_gpu": deserved, "capability_gpu": cap, "weight": q["weight"],
-                        "allocated_gpu_avg": round(num(q.get("allocated_gpu_avg")), 2),
+                        "deserved_gpu": deserved, "capability_gpu": cap, "weight": q.weight,
+                        "allocated_gpu_avg": round(num(q.allocated_gpu_avg), 2),
                         "allocated_gpu_p95": round(p95, 2), "allocated_gpu_max": round(peak, 2),
-                        "used_gpu_avg": round(num(q.get("used_gpu_avg")), 2),
-                        "fleet_unallocated_gpus_avg": round(unallocated_avg, 2),
+                        "used_gpu_avg": round(num(q.used_gpu_avg), 2),
+                        "cluster_unallocated_gpus_avg": round(figures.unallocated_gpus_avg, 2),
                         "idle_entitlement_gpus": round(freed, 2),
-                        "idle_entitlement_usd_per_month_at_list": round(monthly(freed * usd_per_gpu_hour), 2),
+                        "idle_entitlement_usd_per_month_at_list": round(monthly(freed * figures.usd_per_gpu_hour), 2),
                         "saving_note": "an entitlement change; dollars come from releasing the capacity",
                         **floor_evidence(q, floor),
                     },
-                    target=QueueTarget(q["queue"]).to_dict(),
+                    target=QueueTarget(q.queue).to_dict(),
                 ))
-            elif (cap and num(q.get("pending_p95_s")) > settings["starved_pending_s"]
+            elif (cap and num(q.pending_p95_s) > settings["starved_pending_s"]
                   and peak >= cap * settings["starved_use_ratio"]):
                 new_cap = max(math.ceil(cap * 1.5), floor)
                 proposed = QueueProposed(
@@ -116,23 +113,39 @@ class QueueRule(Rule):
                     deserved={GPU: max(num(deserved), math.ceil(p95), floor)} if deserved is not None else None,
                 ).to_dict()
                 out.append(Recommendation(
-                    rule=QUEUE.name, queue=q["queue"], cluster=cluster_of(q),
-                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q["queue"]),
-                    title=(f"Queue {q['queue']} is starved: pods wait {num(q.get('pending_p95_s')) / 60:.0f} min (p95) "
+                    rule=QUEUE.name, queue=q.queue, cluster=cluster_of(q),
+                    id=finding_id(QUEUE.name, cluster_of(q), None, None, None, q.queue),
+                    title=(f"Queue {q.queue} is starved: pods wait {num(q.pending_p95_s) / 60:.0f} min (p95) "
                            f"at its capability of {cap:g} GPUs; raise it to {new_cap}"),
                     current={"capability": {GPU: cap}}, proposed=proposed,
                     monthly_savings_usd=0.0, confidence=0.5,
-                    evidence={"pending_p95_s": q.get("pending_p95_s"), "capability_gpu": cap,
-                              "allocated_gpu_max": peak, "pending_pods": q.get("pending_pods"),
+                    evidence={"pending_p95_s": q.pending_p95_s, "capability_gpu": cap,
+                              "allocated_gpu_max": peak, "pending_pods": q.pending_pods,
                               **floor_evidence(q, floor)},
-                    target=QueueTarget(q["queue"]).to_dict(),
+                    target=QueueTarget(q.queue).to_dict(),
                 ))
-        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, usd_per_gpu_hour)
+        prices = {name: c.usd_per_gpu_hour for name, c in clusters.items()}
+        out += kueue_findings(ctx.rows(frames, "kueue_quota_usage"), settings, prices)
         return out
 
 
-def floor_evidence(q: dict[str, Any], floor: int) -> dict[str, Any]:
-    return {"floor_gpus": floor, "largest_pod_gpus": num(q.get("largest_pod_gpus")),
-            "largest_gang_gpus": num(q.get("largest_gang_gpus")),
+@dataclass(frozen=True)
+class ClusterFigures:
+    """What a queue finding quotes about its own cluster (cluster_summary): the GPUs it leaves
+    unallocated on average and the average price of one of its GPU-hours."""
+
+    unallocated_gpus_avg: float = 0.0
+    usd_per_gpu_hour: float = 0.0
+
+    @classmethod
+    def of(cls, row: Row) -> ClusterFigures:
+        gpu_hours, hours = num(row.gpu_hours), num(row.hours)
+        return cls(unallocated_gpus_avg=(gpu_hours - num(row.allocated_gpu_hours)) / hours if hours else 0.0,
+                   usd_per_gpu_hour=num(row.total_usd) / gpu_hours if gpu_hours else 0.0)
+
+
+def floor_evidence(q: Any, floor: int) -> dict[str, Any]:
+    return {"floor_gpus": floor, "largest_pod_gpus": num(q.largest_pod_gpus),
+            "largest_gang_gpus": num(q.largest_gang_gpus),
             "floor_reason": "never below the largest GPU need of one pod or one gang (PodGroup minResources, "
                             "Job minAvailable) among the queue's running, pending and recent work"}

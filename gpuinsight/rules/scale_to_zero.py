@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.keys import WorkloadKey
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.scale_to_zero import SCALE_TO_ZERO, ScaleToZeroProposed
 from gpuinsight.plan.schema import WorkloadTarget
@@ -43,6 +44,7 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.idle import hours_label, periodic_hours
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.sources.prom.promql import regex_literal, selector
+from gpuinsight.sql.rows import Row
 
 HOURS_PER_WEEK = 168
 # what a pod of each kind is named after its workload: Deployment <name>-<rs hash>-<suffix>,
@@ -87,50 +89,49 @@ class ScaleToZeroRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        stretches = {(str(s.get("cluster") or ""), s["namespace"], s["workload_kind"], s["workload"]): s
-                     for s in ctx.rows(frames, "idle_stretches") if not s.get("ray_group")}
-        scaled = {(str(s.get("cluster") or ""), s["namespace"], s["target_kind"], s["target_name"])
+        stretches = {(s.workload_key, s.workload_kind): s for s in ctx.rows(frames, "idle_stretches") if not s.ray_group}
+        scaled = {(WorkloadKey(str(s.cluster or ""), s.namespace, s.target_name), s.target_kind)
                   for s in ctx.rows(frames, "scaled_workloads")}
         out = []
         for r in ctx.rows(frames, "workload_gpu_profile"):
-            key = (str(r.get("cluster") or ""), r["namespace"], r.get("workload_kind"), r["workload"])
+            key = (r.workload_key, r.workload_kind)
             s = stretches.get(key)
-            if s is None or r.get("workload_kind") not in SCALE_TARGET_KINDS or key in scaled:
+            if s is None or r.workload_kind not in SCALE_TARGET_KINDS or key in scaled:
                 continue
-            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+            if ctx.ledger.workload_claimed(*r.workload_key):
                 continue  # idle, consolidation or ray act on it already
             production, why = ctx.is_production(r)
             if production and not settings["include_production"]:
                 continue
-            if num(s.get("days_observed")) < settings["min_days"]:
+            if num(s.days_observed) < settings["min_days"]:
                 continue
             rec = self._finding(r, s, frames, settings, ctx, production, why)
             if rec is not None:
                 out.append(rec)
         return out
 
-    def _finding(self, r: dict[str, Any], s: dict[str, Any], frames: dict[str, pl.DataFrame],
+    def _finding(self, r: Any, s: Row, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext, production: bool, why: str) -> Recommendation | None:
         cron = periodic_hours(r, {"periodic_max_hours": 23, "periodic_max_stray_per_day": float("inf"),
                                   "periodic_margin_hours": settings["cron_margin_hours"]})
-        plan = zero_hours(s.get("stretches") or [], settings["min_idle_stretch_hours"], settings["cooldown_s"],
+        plan = zero_hours(s.stretches or [], settings["min_idle_stretch_hours"], settings["cooldown_s"],
                           set(cron or ()))
-        cost = num(s.get("cost_usd"))
+        cost = num(s.cost_usd)
         if not plan.stretches or cost <= 0:
             return None
         share = plan.saved_usd / cost
-        days = num(s.get("days_observed"))
+        days = num(s.days_observed)
         cold_starts = plan.wakeups / days
         if share < settings["min_idle_share"] or cold_starts > settings["max_cold_starts_per_day"]:
             return None
-        rid = finding_id(SCALE_TO_ZERO.name, cluster_of(r), r["namespace"], r["workload"], None, None)
-        granted = ctx.claim_workload_hours(rid, r, frames, share)
+        rid = finding_id(SCALE_TO_ZERO.name, cluster_of(r), r.namespace, r.workload, None, None)
+        granted = ctx.claim_workload_hours(rid, r.workload_key, r.node_gpu_hours, frames, share)
         if granted <= 0:
             return None
         # replicas it runs on average (the builder takes spec.replicas when it sees the live object)
-        replicas = max(1, int(round(num(r.get("avg_gpus_held")) / max(num(r.get("gpus_per_pod"), 1.0), 1e-9))))
-        gpus = round(num(r.get("avg_gpus_held")), 3)
-        model = r.get("gpu_model") or "GPU"
+        replicas = max(1, int(round(num(r.avg_gpus_held) / max(num(r.gpus_per_pod, 1.0), 1e-9))))
+        gpus = round(num(r.avg_gpus_held), 3)
+        model = r.gpu_model or "GPU"
         idle_h = sum(st["hours"] for st in plan.stretches)
         proposed = ScaleToZeroProposed(
             0, replicas, int(settings["cooldown_s"]), int(settings["polling_interval_s"]),
@@ -138,19 +139,19 @@ class ScaleToZeroRule(Rule):
         schedule = f"; started by cron at {hours_label(cron)} UTC" if cron else ""
         return Recommendation(
             rule=SCALE_TO_ZERO.name, id=rid, cluster=cluster_of(r),
-            namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
-            title=(f"{r['namespace']}/{r['workload']} holds {gpus:g} {model} GPU(s) but sat idle {idle_h} h of "
-                   f"{int(num(s.get('hours_held')))} in stretches of {settings['min_idle_stretch_hours']} h or more: "
+            namespace=r.namespace, workload=r.workload, queue=r.queue,
+            title=(f"{r.namespace}/{r.workload} holds {gpus:g} {model} GPU(s) but sat idle {idle_h} h of "
+                   f"{int(num(s.hours_held))} in stretches of {settings['min_idle_stretch_hours']} h or more: "
                    f"scale it to zero when idle with KEDA (about {cold_starts:.1f} cold start(s) a day{schedule})"),
-            current={"gpus": gpus, "replicas": replicas, "workload_kind": r.get("workload_kind")},
+            current={"gpus": gpus, "replicas": replicas, "workload_kind": r.workload_kind},
             proposed=proposed.to_dict(),
             monthly_savings_usd=monthly(granted),
             # GPU activity cannot see a few requests an hour: the request trigger keeps such a
             # service up at run time, and the saving would then be smaller than estimated
-            confidence=evidence_confidence(num(s.get("hours_held")), settings["full_confidence_hours"], cap=0.8),
+            confidence=evidence_confidence(num(s.hours_held), settings["full_confidence_hours"], cap=0.8),
             evidence={
-                "hours_held": num(s.get("hours_held")),
-                "idle_hours": num(s.get("idle_hours")),
+                "hours_held": num(s.hours_held),
+                "idle_hours": num(s.idle_hours),
                 "idle_hours_in_long_stretches": idle_h,
                 "hours_at_zero": round(plan.zero_hours, 2),
                 "saved_share_of_cost": round(share, 3),
@@ -159,19 +160,19 @@ class ScaleToZeroRule(Rule):
                 "longest_idle_stretch_h": max(st["hours"] for st in plan.stretches),
                 "expected_cold_starts_per_day": round(cold_starts, 2),
                 "days_observed": days,
-                "weeks_observed": num(s.get("weeks_observed")),
-                "hour_of_week_gr_active_pct": week_profile(s.get("hour_of_week"), "gr_avg", 100.0),
-                "hour_of_week_idle_share": week_profile(s.get("hour_of_week"), "idle_share", 1.0),
+                "weeks_observed": num(s.weeks_observed),
+                "hour_of_week_gr_active_pct": week_profile(s.hour_of_week, "gr_avg", 100.0),
+                "hour_of_week_idle_share": week_profile(s.hour_of_week, "idle_share", 1.0),
                 "hour_of_week_start": "Monday 00:00 UTC",
-                "recurring_hours_utc": list(r.get("recurring_hours_utc") or []),
+                "recurring_hours_utc": list(r.recurring_hours_utc or []),
                 "cooldown_s": int(settings["cooldown_s"]),
                 "idle_hour_basis": ("an hour is idle when every DCGM step in it was at most 1 % GR engine active; "
                                     "a few requests an hour may not show on the GPU: the request trigger then keeps "
                                     "the service up and less is saved"),
-                "gpu_hours": round(num(s.get("gpu_hours")), 2),
+                "gpu_hours": round(num(s.gpu_hours), 2),
                 "cost_usd_in_window": round(cost, 2),
-                "window_hours": round(window_hours(frames, r.get("cluster")), 2),
-                "gr_active_p95_pct": pct(r.get("gr_p95")),
+                "window_hours": round(window_hours(frames, r.cluster), 2),
+                "gr_active_p95_pct": pct(r.gr_p95),
                 "production": production, "production_reason": why,
             },
             target=WorkloadTarget(**workload_ref(r)).to_dict(),
@@ -217,17 +218,17 @@ def week_profile(slots: list[dict[str, Any]] | None, field: str, scale: float) -
     return out
 
 
-def request_query(r: dict[str, Any], settings: dict[str, Any]) -> str:
+def request_query(r: Row, settings: dict[str, Any]) -> str:
     """Requests per second reaching the workload's Service at the ingress (0 when none)."""
-    sel = selector(settings["request_metric"], [(settings["request_namespace_label"], "=", r["namespace"]),
-                                                (settings["request_service_label"], "=", r["workload"])])
+    sel = selector(settings["request_metric"], [(settings["request_namespace_label"], "=", r.namespace),
+                                                (settings["request_service_label"], "=", r.workload)])
     return f"sum(rate({sel}[2m])) or vector(0)"
 
 
-def gpu_query(r: dict[str, Any], settings: dict[str, Any]) -> str:
+def gpu_query(r: Row, settings: dict[str, Any]) -> str:
     """The busiest GPU of the workload's pods (0 when it has none running)."""
-    pods = regex_literal(r["workload"]) + POD_NAME_PATTERNS.get(str(r.get("workload_kind")), "-.+")
-    sel = selector(settings["gpu_metric"], [(settings["gpu_namespace_label"], "=", r["namespace"]),
+    pods = regex_literal(r.workload) + POD_NAME_PATTERNS.get(str(r.workload_kind), "-.+")
+    sel = selector(settings["gpu_metric"], [(settings["gpu_namespace_label"], "=", r.namespace),
                                             (settings["gpu_pod_label"], "=~", pods)])
     return f"max({sel}) or vector(0)"
 

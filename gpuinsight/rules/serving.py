@@ -25,10 +25,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuinsight.keys import WorkloadKey
 from gpuinsight.plan.kinds.server_memory import FRACTION_FLAGS, KEEP_BYTES_FLAGS, KV_BYTES_FLAG
 from gpuinsight.rules.common import num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.sources.k8s.common import MapError, parse_quantity
+from gpuinsight.sql.rows import Row
 
 if TYPE_CHECKING:
     from gpuinsight.rules.consolidation_plan import Targets
@@ -46,21 +48,21 @@ MIB = 2**20
 # plan contract (gpuinsight.plan.kinds.server_memory: FRACTION_FLAGS, KEEP_BYTES_FLAGS, KV_BYTES_FLAG).
 
 
-def serving_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """(cluster, namespace, workload) -> its serving totals over every model it served."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+def serving_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[WorkloadKey, dict[str, Any]]:
+    """Workload -> its serving totals over every model it served (``unit_economics`` rows)."""
+    out: dict[WorkloadKey, dict[str, Any]] = {}
     for r in ctx.rows(frames, MODEL):
-        key = (str(r.get("cluster") or ""), r["namespace"], r["workload"])
+        key = r.workload_key
         acc = out.setdefault(key, {"tokens": 0.0, "cost_usd": 0.0, "hours": 0, "ttft_p95_s": None,
                                    "models": [], "servers": set(), "price_missing": False})
-        acc["tokens"] += num(r.get("tokens"))
-        acc["cost_usd"] += num(r.get("cost_usd"))
-        acc["hours"] = max(acc["hours"], int(num(r.get("hours"))))
-        acc["price_missing"] = acc["price_missing"] or bool(r.get("price_missing"))
-        if r.get("ttft_p95_s") is not None:
-            acc["ttft_p95_s"] = max(num(acc["ttft_p95_s"]), num(r.get("ttft_p95_s")))
-        acc["models"].append(r.get("model_name") or "")
-        acc["servers"].add(r.get("server") or "")
+        acc["tokens"] += num(r.tokens)
+        acc["cost_usd"] += num(r.cost_usd)
+        acc["hours"] = max(acc["hours"], int(num(r.hours)))
+        acc["price_missing"] = acc["price_missing"] or bool(r.price_missing)
+        if r.ttft_p95_s is not None:
+            acc["ttft_p95_s"] = max(num(acc["ttft_p95_s"]), num(r.ttft_p95_s))
+        acc["models"].append(r.model_name or "")
+        acc["servers"].add(r.server or "")
     return out
 
 
@@ -114,37 +116,36 @@ def parse_kv_annotation(values: Any) -> tuple[float | None, str | None]:
     return (min(found), None) if found else (None, None)
 
 
-def _server(facts: dict[str, Any]) -> str:
-    servers = [x for x in str(facts.get("server") or "").split(",") if x]
+def _server(facts: Any) -> str:
+    servers = [x for x in str(facts.server or "").split(",") if x]
     return servers[0] if len(servers) == 1 else ""
 
 
-def serving_size(row: dict[str, Any], t: Targets) -> ServingSize | None:
-    """How much framebuffer a serving workload (``row["_serving_memory"]``, a ``serving_memory``
-    row) must be given; None for other work. Only servers whose memory setting the change
+def serving_size(profile: Row, facts: Row | None, t: Targets) -> ServingSize | None:
+    """How much framebuffer a serving workload (its ``workload_gpu_profile`` row, and ``facts``,
+    its ``serving_memory`` row) must be given; None for other work. Only servers whose memory setting the change
     rewrites (``FRACTION_FLAGS``) are sized below their reservation, and only on a KV size stated
     in bytes with its use measured for ``t.min_kv_hours`` hours; every other case keeps the
     framebuffer maximum, and the evidence says why."""
-    facts = row.get("_serving_memory")
     if not facts:
         return None
     server = _server(facts)
-    fb = num(row.get("fb_max_mib"))
+    fb = num(profile.fb_max_mib)
     plain = fb * (1 + t.memory_headroom)
-    reported = facts.get("kv_cache_memory_bytes")
-    stated, annotation_note = parse_kv_annotation(facts.get("kv_cache_bytes_annotations"))
+    reported = facts.kv_cache_memory_bytes
+    stated, annotation_note = parse_kv_annotation(facts.kv_cache_bytes_annotations)
     sources = [(b, "vLLM kv_cache_memory_bytes") for b in (reported,) if b is not None and num(b) > 0]
     sources += [(b, f"annotation {KV_ANNOTATION}") for b in (stated,) if b is not None]
     kv_bytes, kv_source = min(sources, key=lambda x: x[0]) if sources else (None, None)
-    peak, hours = facts.get("kv_cache_peak"), num(facts.get("kv_hours"))
+    peak, hours = facts.kv_cache_peak, num(facts.kv_hours)
     evidence: dict[str, Any] = {
         "server": server or None,
         "kv_cache_peak_pct": None if peak is None else round(100 * num(peak), 2),
         "kv_cache_hours_measured": int(hours),
-        "server_memory_fraction_now": facts.get("gpu_memory_utilization"),
-        "kv_cache_blocks": facts.get("num_gpu_blocks"),
-        "kv_cache_block_tokens": facts.get("block_size"),
-        "kv_cache_dtype": facts.get("cache_dtype"),
+        "server_memory_fraction_now": facts.gpu_memory_utilization,
+        "kv_cache_blocks": facts.num_gpu_blocks,
+        "kv_cache_block_tokens": facts.block_size,
+        "kv_cache_dtype": facts.cache_dtype,
     }
     if annotation_note:
         evidence["kv_cache_note"] = annotation_note
@@ -205,6 +206,6 @@ def server_setting(size: ServingSize | None, device_mib: float, device_mib_now: 
     return None
 
 
-def memory_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """(cluster, namespace, workload) -> its ``serving_memory`` row."""
-    return {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): r for r in ctx.rows(frames, MEMORY_MODEL)}
+def memory_by_workload(frames: dict[str, Any], ctx: PlanContext) -> dict[WorkloadKey, Row]:
+    """Workload -> its ``serving_memory`` row."""
+    return {r.workload_key: r for r in ctx.rows(frames, MEMORY_MODEL)}

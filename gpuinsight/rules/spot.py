@@ -39,6 +39,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import csv
+from gpuinsight.sql.rows import Row, make_row
 
 RESTARTS = {"RestartTask", "RestartJob", "RestartPod"}
 EVICTION_EVENTS = {"PodEvicted", "*", "Any", "PodFailed"}
@@ -76,75 +77,75 @@ class SpotRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        controls = {(c["cluster"], c["namespace"], c["workload"]): c for c in ctx.rows(frames, "disruption_controls")}
-        signals = {(str(c.get("cluster") or ""), c["namespace"], c["workload"]): c
-                   for c in ctx.rows(frames, "workload_checkpoint_signal")}
+        controls = {c.workload_key: c for c in ctx.rows(frames, "disruption_controls")}
+        no_controls = make_row("disruption_controls")
+        signals = {c.workload_key: c for c in ctx.rows(frames, "workload_checkpoint_signal")}
         rates = interruption_rates(settings)
-        prices = {p["instance_type"]: p for p in ctx.rows(frames, "instance_prices")}
-        pool_kinds = {n["node_pool"]: n.get("node_pool_kind") for n in ctx.rows(frames, "nodes_current")}
+        prices = {p.instance_type: p for p in ctx.rows(frames, "instance_prices")}
+        pool_kinds = {n.node_pool: n.node_pool_kind for n in ctx.rows(frames, "nodes_current")}
         out = []
         for r in ctx.rows(frames, "workload_gpu_profile"):
-            hours = window_hours(frames, r.get("cluster"))
-            if r.get("capacity_type") != "on-demand" or not hours:
+            hours = window_hours(frames, r.cluster)
+            if r.capacity_type != "on-demand" or not hours:
                 continue
-            if ctx.ledger.workload_claimed(r.get("cluster"), r["namespace"], r["workload"]):
+            if ctx.ledger.workload_claimed(*r.workload_key):
                 continue  # already reclaimed or consolidated in this plan
-            c = controls.get((r["cluster"], r["namespace"], r["workload"]), {})
+            c = controls.get(r.workload_key, no_controls)
             production, production_reason = ctx.is_production(r)
-            ckpt = checkpoint_interval(r, signals.get((str(r.get("cluster") or ""), r["namespace"], r["workload"])),
-                                       settings)
+            ckpt = checkpoint_interval(r, signals.get(r.workload_key), settings)
             why, restart = tolerance(r, c, settings, production, ckpt[0] if ckpt else None)
             if why is None:
                 continue
-            price = prices.get(r.get("instance_type") or "")
-            if not price or price.get("on_demand_usd_per_hour") is None or not price.get("gpu_count"):
+            price = prices.get(r.instance_type or "")
+            if not price or price.on_demand_usd_per_hour is None or not price.gpu_count:
                 continue
-            gpus_per_node = num(price["gpu_count"], 1)
-            od = num(price["on_demand_usd_per_hour"]) / gpus_per_node
-            assumed = price.get("spot_usd_per_hour") is None
-            spot = od * (1 - settings["assumed_spot_discount"]) if assumed else num(price["spot_usd_per_hour"]) / gpus_per_node
-            gpu_hours_month = monthly(num(r.get("gpu_hours")) / hours)
-            task_h = num(r.get("runtime_p50_s"), 3600.0) / 3600.0
-            rate, rate_basis = rates.get(r.get("instance_type") or "", (settings["interruptions_per_node_hour"],
+            gpus_per_node = num(price.gpu_count, 1)
+            od = num(price.on_demand_usd_per_hour) / gpus_per_node
+            assumed = price.spot_usd_per_hour is None
+            spot = od * (1 - settings["assumed_spot_discount"]) if assumed else num(price.spot_usd_per_hour) / gpus_per_node
+            gpu_hours_month = monthly(num(r.gpu_hours) / hours)
+            task_h = num(r.runtime_p50_s, 3600.0) / 3600.0
+            rate, rate_basis = rates.get(r.instance_type or "", (settings["interruptions_per_node_hour"],
                                                                      "default"))
             lost_h, rework_basis = lost_hours(r, ckpt)
             # a RestartJob gang restarts whole when any of its nodes is reclaimed
-            spread = max(1, len(r.get("node_gpu_hours") or [])) if restart == "RestartJob" else 1
+            spread = max(1, len(r.node_gpu_hours or [])) if restart == "RestartJob" else 1
             # each GPU-hour on spot sits on a node reclaimed at `rate` per hour, losing lost_h of its work
             rework_gpu_hours = gpu_hours_month * rate * lost_h * spread
-            runtime_h = (task_h if num(r.get("finished_pods")) else num(r.get("hours_held"))) / 2.0
+            runtime_h = (task_h if num(r.finished_pods) else num(r.hours_held)) / 2.0
             rework_no_ckpt = gpu_hours_month * rate * runtime_h * spread
             interruptions = gpu_hours_month * rate / gpus_per_node
             saving = (od - spot) * gpu_hours_month - spot * rework_gpu_hours
             if saving <= 0:
                 continue
-            rid = finding_id(SPOT.name, cluster_of(r), r["namespace"], r["workload"], None, None)
-            granted = ctx.claim_price_difference(rid, r, frames, (od - spot) / od if od else 0.0)
+            rid = finding_id(SPOT.name, cluster_of(r), r.namespace, r.workload, None, None)
+            granted = ctx.claim_price_difference(rid, r.workload_key, r.node_gpu_hours, frames,
+                                                 (od - spot) / od if od else 0.0)
             saving = min(saving, monthly(granted))
             if saving <= 0:
                 continue
-            conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"])
-            pool = r.get("node_pool") or "gpu"
+            conf = evidence_confidence(num(r.hours_held), settings["full_confidence_hours"])
+            pool = r.node_pool or "gpu"
             out.append(Recommendation(
                 rule=SPOT.name, id=rid, cluster=cluster_of(r),
-                namespace=r["namespace"], workload=r["workload"], queue=r.get("queue"),
-                title=(f"{r['namespace']}/{r['workload']} tolerates interruption ({why}) but runs on on-demand "
-                       f"{r.get('instance_type')}: move it to spot"),
-                current={"capacity_type": "on-demand", "node_pool": r.get("node_pool"),
+                namespace=r.namespace, workload=r.workload, queue=r.queue,
+                title=(f"{r.namespace}/{r.workload} tolerates interruption ({why}) but runs on on-demand "
+                       f"{r.instance_type}: move it to spot"),
+                current={"capacity_type": "on-demand", "node_pool": r.node_pool,
                          "usd_per_gpu_hour": round(od, 4)},
-                proposed=SpotProposed(spot_pool_name(pool), "spot", r.get("node_pool"),
-                                      pool_kinds.get(r.get("node_pool")) or "karpenter", [r.get("instance_type")],
-                                      r.get("gpu_model"), round(spot, 4)).to_dict(),
+                proposed=SpotProposed(spot_pool_name(pool), "spot", r.node_pool,
+                                      pool_kinds.get(r.node_pool) or "karpenter", [r.instance_type],
+                                      r.gpu_model, round(spot, 4)).to_dict(),
                 monthly_savings_usd=saving,
                 confidence=conf * (0.75 if assumed else 1.0),
                 evidence={
                     "tolerance": why,
                     "restart_policy": restart,
                     "gpu_hours_per_month": round(gpu_hours_month, 1),
-                    "task_runtime_p50_min": round(task_h * 60, 1) if num(r.get("finished_pods")) else None,
-                    "task_runtime_p90_min": round(num(r.get("runtime_p90_s")) / 60, 1) if num(r.get("finished_pods"))
+                    "task_runtime_p50_min": round(task_h * 60, 1) if num(r.finished_pods) else None,
+                    "task_runtime_p90_min": round(num(r.runtime_p90_s) / 60, 1) if num(r.finished_pods)
                     else None,
-                    "finished_tasks": int(num(r.get("finished_pods"))),
+                    "finished_tasks": int(num(r.finished_pods)),
                     "expected_interruptions_per_month": round(interruptions, 2),
                     "interruptions_per_node_hour": rate, "interruption_rate_basis": rate_basis,
                     "checkpoint_interval_min": round(ckpt[0] * 60, 1) if ckpt else None,
@@ -168,11 +169,11 @@ def spot_pool_name(pool: str) -> str:
     return f"{base}-spot"
 
 
-def _policies(c: dict[str, Any]) -> list[dict[str, Any]]:
+def _policies(c: Row) -> list[dict[str, Any]]:
     """Every lifecycle policy ({event(s), action}) anywhere in the job's or its tasks' specs."""
     found: list[dict[str, Any]] = []
 
-    def walk(node: Any) -> None:
+    def walk(node: Row) -> None:
         if isinstance(node, dict):
             if "action" in node and ("event" in node or "events" in node):
                 found.append(node)
@@ -182,42 +183,42 @@ def _policies(c: dict[str, Any]) -> list[dict[str, Any]]:
             for value in node:
                 walk(value)
 
-    for raw in (c.get("policies"), c.get("tasks")):
+    for raw in (c.policies, c.tasks):
         walk(json.loads(raw) if isinstance(raw, str) else raw)
     return found
 
 
-def tolerance(r: dict[str, Any], c: dict[str, Any], settings: dict[str, Any],
+def tolerance(r: Row, c: Row, settings: dict[str, Any],
               production: bool, checkpoint_h: float | None = None) -> tuple[str | None, str | None]:
     """Why the workload tolerates interruption, and its restart action; (None, None) if not.
     A job that checkpoints at most every ``max_task_hours`` loses at most that much whatever its
     runtime: its task history is not needed."""
-    if r.get("workload_kind") == "VolcanoJob":
+    if r.workload_kind == "VolcanoJob":
         restarts = [p for p in _policies(c) if p.get("action") in RESTARTS
                     and ({p.get("event")} | set(p.get("events") or [])) & EVICTION_EVENTS]
-        if not restarts or num(c.get("max_retry"), 3) < 1:  # Volcano's default maxRetry is 3
+        if not restarts or num(c.max_retry, 3) < 1:  # Volcano's default maxRetry is 3
             return None, None
         action = restarts[0]["action"]
-        retries = f"{action}, maxRetry {int(num(c.get('max_retry'), 3))}"
+        retries = f"{action}, maxRetry {int(num(c.max_retry, 3))}"
         if checkpoint_h is not None and checkpoint_h <= settings["max_task_hours"]:
             return f"Volcano Job restarts on eviction ({retries}) and checkpoints every {checkpoint_h * 60:.0f} min", action
-        if num(r.get("finished_pods")) < settings["min_finished_tasks"]:
+        if num(r.finished_pods) < settings["min_finished_tasks"]:
             return None, None
-        if num(r.get("runtime_p90_s")) / 3600.0 > settings["max_task_hours"]:
+        if num(r.runtime_p90_s) / 3600.0 > settings["max_task_hours"]:
             return None, None
         return f"Volcano Job restarts on eviction ({retries})", action
-    if r.get("workload_kind") in ("Deployment", "ReplicaSet") and not production:
-        replicas = round(num(r.get("avg_gpus_held")) / max(num(r.get("gpus_per_pod"), 1), 1e-9))
+    if r.workload_kind in ("Deployment", "ReplicaSet") and not production:
+        replicas = round(num(r.avg_gpus_held) / max(num(r.gpus_per_pod, 1), 1e-9))
         if replicas >= settings["min_replicas_for_services"] and has_pdb(c):
             return f"{replicas} replicas behind a PodDisruptionBudget", "RestartPod"
     return None, None
 
 
-def has_pdb(c: dict[str, Any]) -> bool:
+def has_pdb(c: Row) -> bool:
     """Is one of the workload's pods covered by a PodDisruptionBudget of its namespace
     (``matchLabels`` and ``matchExpressions``; an empty selector is not counted)?"""
-    labels = label_map(c.get("pod_labels"))
-    return any(selector_matches(json_object(sel), labels) for sel in c.get("pdb_selectors") or [])
+    labels = label_map(c.pod_labels)
+    return any(selector_matches(json_object(sel), labels) for sel in c.pdb_selectors or [])
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$", re.IGNORECASE)
@@ -234,12 +235,12 @@ def parse_interval_hours(value: Any) -> float | None:
     return hours if hours > 0 else None
 
 
-def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
+def checkpoint_interval(r: Row, sig: Row | None,
                         settings: dict[str, Any]) -> tuple[float, str] | None:
     """(interval in hours, how it is known): the owner's annotation or label, else periodic PCIe
     TX bursts regular enough and resolved by the step (at most half the interval), else None."""
     keys = csv(settings["checkpoint_keys"])
-    for where, values in (("annotation", label_map(r.get("annotations"))), ("label", label_map(r.get("labels")))):
+    for where, values in (("annotation", label_map(r.annotations)), ("label", label_map(r.labels))):
         for key in keys:
             # kube-state-metrics publishes the key sanitized (gpuinsight_io_checkpoint_interval)
             for spelling in dict.fromkeys((key, re.sub(r"[^a-zA-Z0-9_]", "_", key))):
@@ -248,27 +249,27 @@ def checkpoint_interval(r: dict[str, Any], sig: dict[str, Any] | None,
                     return hours, f"{where} {key}={values[spelling]}"
     if not sig:
         return None
-    gap, cv, n = num(sig.get("interval_median_s")), sig.get("interval_cv"), int(num(sig.get("intervals")))
-    step = num(sig.get("step_s"))
+    gap, cv, n = num(sig.interval_median_s), sig.interval_cv, int(num(sig.intervals))
+    step = num(sig.step_s)
     if gap <= 0 or n < settings["min_checkpoint_intervals"] or cv is None or num(cv) > settings["max_checkpoint_cv"]:
         return None
     if step > gap / 2:
         return None  # the step cannot resolve bursts this close together
-    return gap / 3600.0, (f"inferred: {int(num(sig.get('burst_events')))} PCIe TX bursts (GPU -> host copies), "
+    return gap / 3600.0, (f"inferred: {int(num(sig.burst_events))} PCIe TX bursts (GPU -> host copies), "
                           f"every {gap / 60:.0f} min (cv {num(cv):.2f}) at {int(step)} s steps")
 
 
-def lost_hours(r: dict[str, Any], ckpt: tuple[float, str] | None) -> tuple[float, str]:
+def lost_hours(r: Row, ckpt: tuple[float, str] | None) -> tuple[float, str]:
     """Hours of work one interruption loses on average, and why: half a checkpoint interval (never
     more than half a task), else half a task, else half the runtime so far."""
-    task_h = num(r.get("runtime_p50_s")) / 3600.0 if num(r.get("finished_pods")) else None
+    task_h = num(r.runtime_p50_s) / 3600.0 if num(r.finished_pods) else None
     if ckpt is not None:
         if task_h is not None and task_h < ckpt[0]:
             return task_h / 2.0, f"half a task ({task_h * 60:.0f} min): tasks end before their next checkpoint"
         return ckpt[0] / 2.0, f"half the checkpoint interval ({ckpt[0] * 60:.0f} min; {ckpt[1]})"
     if task_h is not None:
         return task_h / 2.0, f"no checkpoint known: half the median task runtime ({task_h * 60:.0f} min)"
-    run_h = num(r.get("hours_held"))
+    run_h = num(r.hours_held)
     return run_h / 2.0, f"no checkpoint known and no finished task: half the runtime so far ({run_h:.0f} h)"
 
 

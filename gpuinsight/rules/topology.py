@@ -30,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuinsight.keys import NodeKey, PodKey, WorkloadKey
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.topology import TOPOLOGY, TopologyProposed
 from gpuinsight.plan.schema import (
@@ -48,6 +49,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
+from gpuinsight.sql.rows import Row
 
 
 @dataclass
@@ -89,58 +91,58 @@ class TopologyRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         topo = ctx.topology(frames)
-        nodes = {(str(n.get("cluster") or ""), n["node"]): n for n in ctx.rows(frames, "nodes_current")}
-        profiles = {(str(r.get("cluster") or ""), r["namespace"], r["workload"]): r
-                    for r in ctx.rows(frames, "workload_gpu_profile")}
-        asked = {(str(g.get("cluster") or ""), g["namespace"], g["gang"]): g
-                 for g in ctx.rows(frames, "gang_network_topology")}
-        held: dict[tuple[str, str], float] = defaultdict(float)
-        gangs: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        nodes = {n.node_key: n for n in ctx.rows(frames, "nodes_current")}
+        profiles = {r.workload_key: r for r in ctx.rows(frames, "workload_gpu_profile")}
+        # a gang's constraint, by its gang name or its workload's (a Volcano job names both)
+        asked = {(str(g.cluster or ""), g.namespace, g.gang): g for g in ctx.rows(frames, "gang_network_topology")}
+        held: dict[NodeKey, float] = defaultdict(float)
+        gangs: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
         for p in ctx.rows(frames, "placement_current"):
-            c = str(p.get("cluster") or "")
-            node = ctx.pods_moved.get((c, p["namespace"], p["pod"]), p["node"])
-            held[(c, node)] += num(p.get("gpus"))
-            if p.get("gang") and not p.get("mig_profile"):
-                gangs[(c, p["namespace"], p["gang"])].append({**p, "node": node})
+            node = ctx.node_after_moves(p.pod_key, p.node)
+            held[NodeKey(p.pod_key.cluster, node)] += num(p.gpus)
+            if p.gang and not p.mig_profile:
+                gangs[(p.pod_key.cluster, p.namespace, p.gang)].append(p._replace(node=node))
         out = []
         for (cluster, ns, gang), pods in sorted(gangs.items()):
-            wl = str(pods[0]["workload"])
-            if len(pods) < 2 or len({p["node"] for p in pods}) < 2:
+            wl = str(pods[0].workload)
+            if len(pods) < 2 or len({p.node for p in pods}) < 2:
                 continue
-            if (cluster, ns, wl) in ctx.relocated or ctx.workloads_leaving.get((cluster, ns, wl)):
+            workload = WorkloadKey(cluster, ns, wl)
+            if ctx.relocation(workload) or ctx.workload_leaves(workload):
                 continue
-            if any(ctx.pods_leaving.get((cluster, ns, p["pod"])) for p in pods):
+            if any(ctx.pod_leaves(PodKey(cluster, ns, p.pod)) for p in pods):
                 continue
-            r = profiles.get((cluster, ns, wl))
-            if r is None or num(r.get("gr_mean")) < settings["min_activity"]:
+            r = profiles.get(workload)
+            if r is None or num(r.gr_mean) < settings["min_activity"]:
                 continue
             rec = self._gang(cluster, ns, gang, wl, pods, r, topo, nodes, held, asked, frames, settings, ctx)
             if rec is not None:
                 out.append(rec)
         return out
 
-    def _gang(self, cluster: str, ns: str, gang: str, wl: str, pods: list[dict[str, Any]], r: dict[str, Any],
-              topo: Topology, nodes: dict[tuple[str, str], dict[str, Any]], held: dict[tuple[str, str], float],
-              asked: dict[tuple[str, str, str], dict[str, Any]], frames: dict[str, pl.DataFrame],
+    def _gang(self, cluster: str, ns: str, gang: str, wl: str, pods: list[Row], r: Any,
+              topo: Topology, nodes: dict[NodeKey, Row], held: dict[NodeKey, float],
+              asked: dict[tuple[str, str, str], Any], frames: dict[str, pl.DataFrame],
               settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
-        current = topo.span(cluster, [p["node"] for p in pods])
-        model = pods[0].get("gpu_model")
-        mine = [_Pod(p["pod"], p["node"], num(p.get("gpus"))) for p in pods]
+        current = topo.span(cluster, [p.node for p in pods])
+        model = pods[0].gpu_model
+        mine = [_Pod(p.pod, p.node, num(p.gpus)) for p in pods]
         own: dict[str, float] = defaultdict(float)
         for p in mine:
             own[p.node] += p.gpus
         free: dict[str, float] = {}
-        for (c, name), n in nodes.items():
-            if c != cluster or n.get("gpu_model") != model or n.get("is_mig") or ctx.ledger.is_released((c, name)):
+        for key, n in nodes.items():
+            c, name = key
+            if c != cluster or n.gpu_model != model or n.is_mig or ctx.ledger.is_released(key):
                 continue
-            if n.get("capacity_type") != pods[0].get("capacity_type"):  # same price terms
+            if n.capacity_type != pods[0].capacity_type:  # same price terms
                 continue
-            if (n.get("sharing_strategy") or "none") not in ("none", "") or n.get("device_plugin_config"):
+            if (n.sharing_strategy or "none") not in ("none", "") or n.device_plugin_config:
                 continue
-            if (c, name) in ctx.hosts:  # a sharing host of this plan: its GPUs are shared
+            if ctx.is_sharing_host(key):  # a sharing host of this plan: its GPUs are shared
                 continue
-            shared = ctx.shared_gpus.get((c, name), 0.0)  # GPUs this plan partitions for shared work
-            free[name] = max(0.0, num(n.get("gpu_count")) - held[(c, name)] - shared + own.get(name, 0.0))
+            shared = ctx.partitioned_gpus(key)  # GPUs this plan partitions for shared work
+            free[name] = max(0.0, num(n.gpu_count) - held[key] - shared + own.get(name, 0.0))
         best = tightest_fit(topo, cluster, mine, free, current)
         if best is None:
             return None
@@ -153,17 +155,17 @@ class TopologyRule(Rule):
         if tier is None and key is None:
             return None  # no way to ask the scheduler for this domain
         hours = window_hours(frames, cluster)
-        cost_month = monthly(num(r.get("cost_usd")) / hours) if hours else 0.0
-        src = topo.of(cluster, pods[0]["node"]).source
+        cost_month = monthly(num(r.cost_usd) / hours) if hours else 0.0
+        src = topo.of(cluster, pods[0].node).source
         rid = finding_id(TOPOLOGY.name, cluster_of(r), ns, wl, None, None)
-        gang_label = ({"volcano.sh/job-name": wl} if r.get("workload_kind") == "VolcanoJob"
+        gang_label = ({"volcano.sh/job-name": wl} if r.workload_kind == "VolcanoJob"
                       else {"scheduling.k8s.io/group-name": gang})
-        conf = evidence_confidence(num(r.get("hours_held")), settings["full_confidence_hours"],
+        conf = evidence_confidence(num(r.hours_held), settings["full_confidence_hours"],
                                    cap=settings[f"confidence_{src}"])
         spans = {p.name: [d for _, d, _ in topo.of(cluster, p.node).path] for p in mine}
         spread = spread_label(topo, cluster, current, mine)
         return Recommendation(
-            rule=TOPOLOGY.name, id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.get("queue"),
+            rule=TOPOLOGY.name, id=rid, cluster=cluster_of(r), namespace=ns, workload=wl, queue=r.queue,
             title=(f"{ns}/{wl}: gang of {len(mine)} pods spans {spread} while "
                    f"{level_label(level)} {domain} could hold it: ask the scheduler for it on the next start "
                    "(slowdown risk, not priced)"),
@@ -173,17 +175,17 @@ class TopologyRule(Rule):
             confidence=conf,
             evidence={
                 "gang": gang, "pods": len(mine), "gpus": round(sum(p.gpus for p in mine), 3),
-                "gpu_model": model, "nvlink_reach": topo.of(cluster, pods[0]["node"]).nvlink,
+                "gpu_model": model, "nvlink_reach": topo.of(cluster, pods[0].node).nvlink,
                 "current_span": current, "spread": spread, "tightest_feasible": level, "feasible_domain": domain,
                 "domains_per_pod": spans, "topology_source": src,
                 "levels_known": list(topo.levels),
-                "gang_mean_activity_pct": pct(r.get("gr_mean")),
+                "gang_mean_activity_pct": pct(r.gr_mean),
                 "gang_gpu_cost_usd_per_month": round(cost_month, 2),
                 "usd_per_month_per_pct_slowdown": round(cost_month / 100.0, 2),
                 "pricing": ("not priced: the slowdown of a spread gang depends on how much of its step time is "
                             "communication, which DCGM does not show; each 1 % of slowdown costs the figure above"),
-                "existing_constraint": json.loads(constraint["network_topology"]) if constraint and isinstance(
-                    constraint.get("network_topology"), str) else None,
+                "existing_constraint": json.loads(constraint.network_topology) if constraint and isinstance(
+                    constraint.network_topology, str) else None,
             },
             target=WorkloadTarget(**workload_ref(r)).to_dict(),
         )
@@ -238,8 +240,9 @@ def label_key(topo: Topology, level: str, domain: str) -> str | None:
     return domain.split("=", 1)[0]
 
 
-def _asks_at_least(constraint: dict[str, Any], tier: int | None) -> bool:
-    nt = constraint.get("network_topology")
+def _asks_at_least(constraint: Row, tier: int | None) -> bool:
+    """A ``gang_network_topology`` row already asks (hard) for this HyperNode tier or a tighter one."""
+    nt = constraint.network_topology
     nt = json.loads(nt) if isinstance(nt, str) else (nt or {})
     if (nt.get("mode") or "hard") != "hard":
         return False

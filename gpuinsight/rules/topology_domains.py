@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.kubelabels import label_map, selector_matches
+from gpuinsight.sql.rows import Row
 
 # level names, tightest first; "node" and "zone" are always known. A label-derived domain is
 # named "<label key>=<value>" (the key is what a pod affinity's topologyKey needs).
@@ -110,16 +111,16 @@ class Topology:
         return order.index(level) if level in order else len(order)
 
 
-def _label_path(n: dict[str, Any], labels: dict[str, str], keys: dict[str, tuple[str, ...]],
+def _label_path(n: Row, labels: dict[str, str], keys: dict[str, tuple[str, ...]],
                 reach: str) -> list[tuple[str, str, int | None]]:
-    path: list[tuple[str, str, int | None]] = [("node", str(n["node"]), None)]
+    path: list[tuple[str, str, int | None]] = [("node", str(n.node), None)]
     for level in ("nvlink", "rack", "block"):
         if level == "nvlink" and reach != "multi-node":
             continue  # a clique label on a board without cross-node NVLink means nothing for placement
         key = next((k for k in keys.get(level, ()) if labels.get(k)), None)
         if key:
             path.append((level, f"{key}={labels[key]}", None))
-    zone = n.get("zone") or labels.get(ZONE_LABEL)
+    zone = n.zone or labels.get(ZONE_LABEL)
     if zone:
         path.append(("zone", f"{ZONE_LABEL}={zone}", None))
     return path
@@ -139,12 +140,11 @@ def _selects(member: dict[str, Any], name: str, labels: dict[str, str]) -> bool:
     return False
 
 
-def _hypernode_paths(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any]]
-                     ) -> dict[str, list[tuple[str, str, int | None]]]:
-    """node -> [(level "tier<N>", hypernode, N)] for every HyperNode holding it, tightest first."""
-    members = {h["name"]: json.loads(h["members"]) if isinstance(h.get("members"), str) else (h.get("members") or [])
-               for h in hypernodes}
-    tier = {h["name"]: int(h.get("tier") or 0) for h in hypernodes}
+def _hypernode_paths(nodes: list[Row], hypernodes: list[Any]) -> dict[str, list[tuple[str, str, int | None]]]:
+    """node -> [(level "tier<N>", hypernode, N)] for every HyperNode (``network_topology`` rows)
+    holding it, tightest first."""
+    members = {h.name: json.loads(h.members) if isinstance(h.members, str) else (h.members or []) for h in hypernodes}
+    tier = {h.name: int(h.tier or 0) for h in hypernodes}
     # node members named exactly (the usual form) through an index; the others tried per node
     exact: dict[str, set[str]] = defaultdict(set)
     other: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -161,8 +161,8 @@ def _hypernode_paths(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any
                 other[h].append(m)
     direct: dict[str, set[str]] = {}
     for n in nodes:
-        labels = label_map(n.get("labels"))
-        name = str(n["node"])
+        labels = label_map(n.labels)
+        name = str(n.node)
         direct[name] = set(exact.get(name, ())) | {h for h, ms in other.items()
                                                    if any(_selects(m, name, labels) for m in ms)}
     parents: dict[str, set[str]] = {h: {p for p, ms in members.items()
@@ -181,35 +181,37 @@ def _hypernode_paths(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any
     return out
 
 
-def build_topology(nodes: list[dict[str, Any]], hypernodes: list[dict[str, Any]] | None = None,
+def build_topology(nodes: list[Row], hypernodes: list[Any] | None = None,
                    label_keys: dict[str, Any] | None = None) -> Topology:
-    """Every node's domains; ``nodes`` are rows of ``nodes_current`` (node, zone, labels, gpu_model)."""
+    """Every node's domains; ``nodes`` are typed rows of ``nodes_current`` (node, zone, labels,
+    gpu_model), ``hypernodes`` of ``network_topology``."""
     keys = {level: csv(v) for level, v in {**DEFAULT_LABELS, **(label_keys or {})}.items()}
-    by_cluster: dict[str, list[dict[str, Any]]] = {}
+    by_cluster: dict[str, list[Row]] = {}
     for n in nodes:
-        by_cluster.setdefault(str(n.get("cluster") or ""), []).append(n)
-    hn_by_cluster: dict[str, list[dict[str, Any]]] = {}
+        by_cluster.setdefault(str(n.cluster or ""), []).append(n)
+    hn_by_cluster: dict[str, list[Row]] = {}
     for h in hypernodes or []:
-        hn_by_cluster.setdefault(str(h.get("cluster") or ""), []).append(h)
+        hn_by_cluster.setdefault(str(h.cluster or ""), []).append(h)
     out: dict[tuple[str, str], NodeDomains] = {}
     tier_levels: set[int] = set()
     label_levels: set[str] = {"node"}
     for cluster, members in by_cluster.items():
         hpaths = _hypernode_paths(members, hn_by_cluster.get(cluster, [])) if hn_by_cluster.get(cluster) else {}
         for n in members:
-            labels = label_map(n.get("labels"))
-            reach = nvlink_reach(labels.get("nvidia.com/gpu.product") or n.get("gpu_product"), n.get("gpu_model"))
-            if hpaths.get(str(n["node"])):
-                path = [("node", str(n["node"]), None), *hpaths[str(n["node"])]]
-                zone = n.get("zone") or labels.get(ZONE_LABEL)
+            labels = label_map(n.labels)
+            reach = nvlink_reach(labels.get("nvidia.com/gpu.product"), n.gpu_model)
+            name = str(n.node)
+            if hpaths.get(name):
+                path = [("node", name, None), *hpaths[name]]
+                zone = n.zone or labels.get(ZONE_LABEL)
                 if zone:
                     path.append(("zone", f"{ZONE_LABEL}={zone}", None))
                 tier_levels |= {t for _, _, t in path if t is not None}
-                out[(cluster, str(n["node"]))] = NodeDomains(str(n["node"]), path, "hypernodes", reach)
+                out[(cluster, name)] = NodeDomains(name, path, "hypernodes", reach)
             else:
                 path = _label_path(n, labels, keys, reach)
                 label_levels |= {lvl for lvl, _, _ in path}
-                out[(cluster, str(n["node"]))] = NodeDomains(str(n["node"]), path, "labels", reach)
+                out[(cluster, name)] = NodeDomains(name, path, "labels", reach)
     levels = ["node"]
     levels += [f"tier{t}" for t in sorted(tier_levels)]
     levels += [lvl for lvl in LEVELS[1:] if lvl in label_levels and lvl not in levels]
