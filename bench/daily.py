@@ -26,7 +26,10 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
 Last line: ``daily: <GPUs> GPUs, day 31: <s> s = <pct> % of the full pipeline (<s> s), peak <GB> GB``
 (peak: the largest peak RSS of the cycle's stages).
 
-    python bench/daily.py [--gpus 10000] [--days 30] [--interval 300] [--workdir DIR]
+    python bench/daily.py [--gpus 10000] [--days 30] [--interval 300] [--workdir DIR] [--keep-db FILE]
+
+``--keep-db FILE``: a copy of yesterday's warehouse (day ``--days`` collected, before the
+measured day) is left at FILE, to profile the day's stages on it afterwards.
 
 Needs promtool and prometheus on PATH (``apt-get install prometheus``). Prints figures; it is
 not a test.
@@ -50,14 +53,13 @@ sys.path.insert(0, str(HERE.parent))
 import polars as pl  # noqa: E402
 
 from bench.pipeline import run_stage, stage_recommend, stage_report  # noqa: E402
+from tests.samplegen import FleetSpec, build_fleet, write_openmetrics  # noqa: E402
 
 DAY_S = 86400
 
 
 def _day_end(files_meta: dict, days: float) -> datetime:
     """The end of the first ``days`` days of the fleet (naive UTC, as the warehouse stores it)."""
-    from gpuinsight.sample import FleetSpec
-
     spec = FleetSpec.for_gpus(files_meta["gpus_asked"], days=files_meta["days"], interval_s=files_meta["interval_s"],
                               seed=files_meta["seed"])
     return datetime.fromtimestamp(spec.start_s + int(days * DAY_S), UTC).replace(tzinfo=None)
@@ -128,9 +130,6 @@ def stage_models_full(db: Path) -> dict:
 
 def day31_tsdb(workdir: Path, meta: dict, days: float) -> Path:
     """A Prometheus TSDB holding the last day of the fleet (built once per fleet, reused)."""
-    from gpuinsight.sample import FleetSpec, build_fleet
-    from gpuinsight.sample.openmetrics import write_openmetrics
-
     from tests.prom_server import backfill
 
     tsdb = workdir / f"days{int(days)}-{int(days) + 1}-tsdb"
@@ -157,13 +156,17 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_fleet_args(ap, gpus=10_000, days=30, interval=300)
-    ap.add_argument("--stage", choices=["base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
+    ap.add_argument("--keep-db", type=Path, help="leave a copy of yesterday's warehouse here")
+    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--since", help=argparse.SUPPRESS)
     ap.add_argument("--until", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.stage == "tsdb":
+        day31_tsdb(a.workdir, json.loads((a.files / "manifest.json").read_text()), a.days)
+        return
     if a.stage == "base":
         print(json.dumps(stage_base(a.db, a.files, a.days)))
         return
@@ -191,12 +194,17 @@ def main() -> None:
               f"{a.interval} s: {files.sample_rows:,} sample rows (generation took {m['generate_s']:.0f} s, not timed)")
         print(f"machine: {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
               f"GB RAM, load average {os.getloadavg()[0]:.1f} at start; each stage a fresh process")
-        tsdb = day31_tsdb(workdir, m, a.days)
         yesterday, since, until = _day_end(m, a.days - 1), _day_end(m, a.days), _day_end(m, a.days + 1)
         day = int(a.days) + 1
 
         daily_db, full_db = tmp / "daily.duckdb", tmp / "full.duckdb"
         me = [sys.executable, __file__, "--files", str(root), "--days", str(a.days - 1), "--interval", str(a.interval)]
+        # in a child: the fleet it builds would otherwise stay in this process, and every stage started
+        # from it would inherit its peak RSS (the kernel carries the parent's high-water mark into ru_maxrss)
+        r = run_stage("tsdb", [sys.executable, __file__, "--files", str(root), "--days", str(a.days),
+                               "--interval", str(a.interval), "--workdir", str(workdir), "--stage", "tsdb"], tmp)
+        print(r["stdout"].rstrip() or "  days in Prometheus: reused", flush=True)
+        tsdb = workdir / f"days{int(a.days)}-{int(a.days) + 1}-tsdb"
         base = run_stage("base", [*me, "--db", str(daily_db), "--stage", "base"], tmp)
         print(f"setup: days 1-{int(a.days) - 1} loaded and modelled in {base['seconds']:.0f} s "
               f"(peak {base['peak_mb'] / 1024:.1f} GB), not timed", flush=True)
@@ -208,6 +216,8 @@ def main() -> None:
             info = json.loads(r["stdout"].strip().splitlines()[-1])
             print(f"setup: day {int(a.days)} collected by the daily job in {r['seconds']:.0f} s (peak "
                   f"{r['peak_mb'] / 1024:.1f} GB), not timed; {info['refresh']}", flush=True)
+            if a.keep_db:
+                shutil.copy(daily_db, a.keep_db)
             r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
                                       "--since", since.isoformat(), "--until", until.isoformat()], tmp)
             info = json.loads(r["stdout"].strip().splitlines()[-1])
