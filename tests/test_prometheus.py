@@ -126,9 +126,12 @@ def test_raw_mode_and_sharding_give_the_same_allocation(prom_small: str, small_f
     cfg = cfg_for(tmp_path, prom_small, concurrency=3)
     with Warehouse(cfg.db_path) as wh:
         src = PrometheusSource(cfg, points_per_query=10, points_per_batch=1)
-        src.collect(wh, T0, T_END, 300)
+        report = src.collect(wh, T0, T_END, 300)
         assert src.last_plan["shards"] > 2 and src.last_plan["chunks"] == 6
         assert gpu_hours(wh) == small_fleet.gpu_hours(300)
+        # six chunks see the same GPUs, pods and nodes: the summary counts each once
+        for table in ("gpus", "pods", "nodes"):
+            assert report.rows[table] == wh.sql(f"SELECT count(*) FROM {table}").item() > 0, table
     cfg = cfg_for(tmp_path, prom_small, name="raw")
     with Warehouse(cfg.db_path) as wh:
         PrometheusSource(cfg).collect(wh, T0, T_END, 30, raw=True)

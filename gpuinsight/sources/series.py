@@ -564,6 +564,7 @@ def load_series(
         directory.extend_from_warehouse(wh.con, cfg.cluster)
     total = 0
     held = False
+    entities: dict[str, pl.DataFrame] = {}  # the keys of the span tables' rows loaded so far
     try:
         for i, item in enumerate(_keeping_whole_batches(wh, series_batches)):
             if i:  # in a write session: the chunks before this one are committed, each whole
@@ -571,10 +572,14 @@ def load_series(
             batch = item if isinstance(item, SeriesBatch) else SeriesBatch(item, int(step_s or 60))
             report.notes.extend(batch.notes)
             held = held or not batch.advance_cursor
-            rows = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
-                             rows_before=total, directory=directory)
+            rows, keys = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
+                                   rows_before=total, directory=directory)
             for table, n in rows.items():
-                report.add(table, n)
+                if table not in keys:  # (a span table this batch had no rows for adds 0)
+                    report.add(table, n)
+            for table, frame in keys.items():  # a GPU, pod or node seen in every chunk is one row
+                entities[table] = frame if table not in entities else pl.concat([entities[table], frame]).unique()
+                report.rows[table] = entities[table].height
             total += rows.get("gpu_samples", 0)
             if on_commit is not None:
                 on_commit(batch, rows)
@@ -621,7 +626,10 @@ def _keeping_whole_batches(wh: Warehouse, batches: Iterable[SeriesBatch | pl.Dat
 def _load_one(
     wh: Warehouse, cfg: Config, batch: SeriesBatch, *, source: str, scope: str,
     stats: TransformStats, info: dict[str, object], rows_before: int, directory: NodeDirectory,
-) -> dict[str, int]:
+) -> tuple[dict[str, int], dict[str, pl.DataFrame]]:
+    """Load one batch in one transaction: the rows merged per table, and for the span tables
+    (GPUs, pods, nodes, serving configurations: one row per key, widened by every batch that
+    sees it) the keys merged, so a load of many batches counts each GPU, pod or node once."""
     cluster = cfg.cluster
     check_ksm_values(batch.series, source, LINE if LINE in batch.series.columns else None)
     if batch.samples is None:
@@ -671,4 +679,7 @@ def _load_one(
         cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)
-    return rows
+    spans = {"gpus": (gpus, ["cluster", "gpu_uuid"]), "pods": (pods, ["cluster", "uid"]),
+             "nodes": (nodes, ["cluster", "node"]), "serving_config": (server_config, SERVING_CONFIG_KEY)}
+    keys = {table: frame.select(key).unique() for table, (frame, key) in spans.items() if table in rows and frame.height}
+    return rows, keys
