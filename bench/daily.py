@@ -21,7 +21,8 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
   (``bench/pipeline.py``'s stages load, models, recommend, report over all 31 days): what a daily
   run costs when every refresh recomputes the whole window;
 * a check: the day-31 warehouse's models rebuilt from scratch (``refresh(full=True)``) give the
-  same plan, byte for byte.
+  same plan, byte for byte (when not, both plans are kept in ``WORKDIR/plans-differ`` and the
+  JSON paths that differ printed).
 
 Last line: ``daily: <GPUs> GPUs, day 31: <s> s = <pct> % of the full pipeline (<s> s), peak <GB> GB``
 (peak: the largest peak RSS of the cycle's stages).
@@ -244,6 +245,14 @@ def main() -> None:
         run_stage("check-models", [*me, "--db", str(check_db), "--stage", "models-full"], tmp)
         check = stage_recommend(gi_cli, check_db, tmp)
         same = check["out"].read_bytes() == daily_plan
+        if not same:  # keep both, and name what differs: a figure's last digit or a finding
+            kept = workdir / "plans-differ"
+            kept.mkdir(exist_ok=True)
+            (kept / "incremental.json").write_bytes(daily_plan)
+            shutil.copy(check["out"], kept / "full-rebuild.json")
+            for line in plan_differences(daily_plan, check["out"].read_bytes()):
+                print(f"  differs: {line}")
+            print(f"  both plans kept in {kept}")
 
         print(f"{'stage':<18} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9} {'rows':>13}  what")
         for title, stages in ((f"day {day}", cycle), ("full pipeline", full)):
@@ -261,6 +270,26 @@ def main() -> None:
               f"same plan: {'met' if same else 'NOT met'}")
         print(f"daily: {files.gpus} GPUs, day {day}: {took:.1f} s = {100 * took / full_s:.1f} % of the full pipeline "
               f"({full_s:.1f} s), peak {peak:.1f} GB")
+
+
+def plan_differences(a: bytes, b: bytes, limit: int = 20) -> list[str]:
+    """Where two plans (``recommend --format json``) differ: JSON paths with both values."""
+    out: list[str] = []
+
+    def walk(x: object, y: object, path: str) -> None:
+        if len(out) >= limit or x == y:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y), key=str):
+                walk(x.get(k), y.get(k), f"{path}.{k}")
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for i, (u, v) in enumerate(zip(x, y, strict=True)):
+                walk(u, v, f"{path}[{(u or {}).get('id', i) if isinstance(u, dict) else i}]")
+        else:
+            out.append(f"{path}: {json.dumps(x, default=str)[:120]} vs {json.dumps(y, default=str)[:120]}")
+
+    walk(json.loads(a), json.loads(b), "plan")
+    return out
 
 
 if __name__ == "__main__":
