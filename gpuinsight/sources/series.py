@@ -564,7 +564,7 @@ def load_series(
         directory.extend_from_warehouse(wh.con, cfg.cluster)
     total = 0
     held = False
-    entities: dict[str, pl.DataFrame] = {}  # the keys of the span tables' rows loaded so far
+    entities: dict[str, list[pl.DataFrame]] = {}  # each batch's keys of the span tables' rows
     try:
         for i, item in enumerate(_keeping_whole_batches(wh, series_batches)):
             if i:  # in a write session: the chunks before this one are committed, each whole
@@ -575,11 +575,12 @@ def load_series(
             rows, keys = _load_one(wh, cfg, batch, source=source, scope=scope, stats=stats, info=info,
                                    rows_before=total, directory=directory)
             for table, n in rows.items():
-                if table not in keys:  # (a span table this batch had no rows for adds 0)
+                if table not in keys:
                     report.add(table, n)
-            for table, frame in keys.items():  # a GPU, pod or node seen in every chunk is one row
-                entities[table] = frame if table not in entities else pl.concat([entities[table], frame]).unique()
-                report.rows[table] = entities[table].height
+                    continue
+                seen_keys = entities.setdefault(table, [])
+                if keys[table] is not None:
+                    seen_keys.append(keys[table])
             total += rows.get("gpu_samples", 0)
             if on_commit is not None:
                 on_commit(batch, rows)
@@ -596,6 +597,8 @@ def load_series(
         elif not wh.in_transaction:
             failed()
         raise
+    for table, frames in entities.items():  # a GPU, pod or node seen in every batch is one row
+        report.rows[table] = pl.concat(frames).unique().height if frames else 0
     report.notes.extend(stats.notes())
     info["dropped_readings"] = stats.dropped.total()
     info["unmatched_gpus"] = len(stats.unmatched)
@@ -626,7 +629,7 @@ def _keeping_whole_batches(wh: Warehouse, batches: Iterable[SeriesBatch | pl.Dat
 def _load_one(
     wh: Warehouse, cfg: Config, batch: SeriesBatch, *, source: str, scope: str,
     stats: TransformStats, info: dict[str, object], rows_before: int, directory: NodeDirectory,
-) -> tuple[dict[str, int], dict[str, pl.DataFrame]]:
+) -> tuple[dict[str, int], dict[str, pl.DataFrame | None]]:
     """Load one batch in one transaction: the rows merged per table, and for the span tables
     (GPUs, pods, nodes, serving configurations: one row per key, widened by every batch that
     sees it) the keys merged, so a load of many batches counts each GPU, pod or node once."""
@@ -654,18 +657,20 @@ def _load_one(
     seen = [f for f in (samples.rows.select("ts"), pods.select(pl.col("last_seen").alias("ts")) if pods.height else None,
                         nodes.select(pl.col("last_seen").alias("ts")) if nodes.height else None) if f is not None]
     ts_all = pl.concat(seen)["ts"].drop_nulls() if seen else pl.Series("ts", [], dtype=TS)
+    # the span tables: one row per key, widened by every batch that sees it
+    spans = {"gpus": (gpus, ["cluster", "gpu_uuid"]), "pods": (pods, ["cluster", "uid"]),
+             "nodes": (nodes, ["cluster", "node"])}
+    if server_config.height:
+        spans["serving_config"] = (server_config, SERVING_CONFIG_KEY)
     rows: dict[str, int] = {}
     with wh.transaction() as con:
         rows["gpu_samples"] = store_sample_rows(con, samples)
-        rows["gpus"] = merge_spans(wh, con, "gpus", gpus, ["cluster", "gpu_uuid"])
-        rows["pods"] = merge_spans(wh, con, "pods", pods, ["cluster", "uid"])
-        rows["nodes"] = merge_spans(wh, con, "nodes", nodes, ["cluster", "node"])
+        for table, (frame, key) in spans.items():
+            rows[table] = merge_spans(wh, con, table, frame, key)
         if cpu.height:
             rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
         if serving.height:
             rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
-        if server_config.height:
-            rows["serving_config"] = merge_spans(wh, con, "serving_config", server_config, SERVING_CONFIG_KEY)
         if energy.height:
             rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
         if kueue.height:
@@ -679,7 +684,4 @@ def _load_one(
         cursor = (batch.end or (ts_all.max() if ts_all.len() else None)) if batch.advance_cursor else None
         set_state(wh, source, scope, status="running", cursor=cursor, details=info,
                   rows_loaded=rows_before + rows["gpu_samples"], con=con)
-    spans = {"gpus": (gpus, ["cluster", "gpu_uuid"]), "pods": (pods, ["cluster", "uid"]),
-             "nodes": (nodes, ["cluster", "node"]), "serving_config": (server_config, SERVING_CONFIG_KEY)}
-    keys = {table: frame.select(key).unique() for table, (frame, key) in spans.items() if table in rows and frame.height}
-    return rows, keys
+    return rows, {table: frame.select(key).unique() if frame.height else None for table, (frame, key) in spans.items()}
