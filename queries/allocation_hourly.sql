@@ -17,9 +17,7 @@
 --   DCGM series was attributed to the pod (flagged as unmeasured downstream, never dropped).
 WITH a AS (
     SELECT pa.*,
-           unnest(generate_series(greatest(date_trunc('hour', pa.start_ts), coalesce($hour_from, date_trunc('hour', pa.start_ts))),
-                                  least(pa.end_ts, coalesce($hour_to, pa.end_ts)) - INTERVAL 1 MICROSECOND,
-                                  INTERVAL 1 HOUR)) AS hour
+           unnest(span_hours(pa.start_ts, pa.end_ts, $hour_from, $hour_to)) AS hour
     FROM pod_gpu_allocations pa
     WHERE pa.end_ts > coalesce($hour_from, '-infinity'::TIMESTAMP) AND pa.start_ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
 ),

@@ -13,9 +13,7 @@
 --   missing price is reported, never taken as zero). Partial hours are prorated (covered_s).
 WITH h AS (
     SELECT n.*,
-           unnest(generate_series(greatest(date_trunc('hour', n.t0), coalesce($hour_from, date_trunc('hour', n.t0))),
-                                  least(n.t1, coalesce($hour_to, n.t1)) - INTERVAL 1 MICROSECOND,
-                                  INTERVAL 1 HOUR)) AS hour
+           unnest(span_hours(n.t0, n.t1, $hour_from, $hour_to)) AS hour
     FROM node_spans n
     WHERE n.t1 > coalesce($hour_from, '-infinity'::TIMESTAMP) AND n.t0 < coalesce($hour_to, 'infinity'::TIMESTAMP)
 )
