@@ -97,6 +97,13 @@ class Fleet:
         sp = self.spec
         return sp.start_s + sp.interval_s * np.arange(sp.steps, dtype=np.int64)
 
+    def first_devices(self) -> dict[int, int]:
+        """Each pod row holding a device -> the first (lowest) device row it holds."""
+        first: dict[int, int] = {}
+        for row, dev in zip(self.assign_pod.tolist(), self.assign_dev.tolist(), strict=True):
+            first.setdefault(row, dev)
+        return first
+
     def holders(self, c0: int, c1: int, k0: int, k1: int) -> np.ndarray:
         """Pod row holding each device of cells [c0, c1) at samples [k0, k1); -1 = unallocated."""
         d0, d1 = int(self.dev_offsets[c0]), int(self.dev_offsets[c1])

@@ -275,9 +275,7 @@ def _write_cadvisor(w: _Writer) -> None:
     sp = fleet.spec
     nodes = fleet.nodes.to_dicts()
     pods = fleet.pods.to_dicts()
-    first_dev: dict[int, int] = {}
-    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
-        first_dev.setdefault(row, dev)
+    first_dev = fleet.first_devices()
     w.out.write("# HELP container_cpu_usage_seconds Cumulative cpu time consumed in seconds.\n"
                 "# TYPE container_cpu_usage_seconds counter\n")
     kr0, kr1 = fleet.k_run
@@ -336,9 +334,7 @@ def _write_serving(w: _Writer) -> None:
     fleet = w.fleet
     sp = fleet.spec
     pods = fleet.pods.to_dicts()
-    first_dev: dict[int, int] = {}
-    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
-        first_dev.setdefault(row, dev)
+    first_dev = fleet.first_devices()
     kr0, kr1 = fleet.k_run
     series: dict[str, list[tuple[str, list[str], np.ndarray]]] = {}
     for c0, c1 in cell_blocks(fleet, sp.steps, budget=1_000_000):

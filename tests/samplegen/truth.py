@@ -241,9 +241,7 @@ def unit_economics(fleet: Fleet, by_node: dict[str, dict[str, Any]]) -> dict[int
 
     sp = fleet.spec
     pods = fleet.pods.to_dicts()
-    first_dev: dict[int, int] = {}
-    for row, dev in zip(fleet.assign_pod.tolist(), fleet.assign_dev.tolist(), strict=True):
-        first_dev.setdefault(row, dev)
+    first_dev = fleet.first_devices()
     kr0, kr1 = fleet.k_run
     acc: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for c0, c1 in cell_blocks(fleet, sp.steps):
