@@ -68,7 +68,7 @@ from gpuinsight.rules.serving import (
     unit_cost_evidence,
 )
 from gpuinsight.rules.settings import FRACTION, Setting
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 KIND_OF_MODE = {"mig": "mig", "mps": "mps", "time-slicing": "timeslice"}
 # what mig-manager restarts on a node it repartitions (GPU Operator components, not workloads)
@@ -444,7 +444,7 @@ def _move(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def group_key(node: Row) -> tuple[Any, ...]:
-    return (str(node.cluster or ""), node.gpu_model, node.capacity_type, node.zone)
+    return (key_cluster(node), node.gpu_model, node.capacity_type, node.zone)
 
 
 def free_slots(key: tuple[Any, ...], capacity: list[Row], nodes: dict[NodeKey, Row],

@@ -60,8 +60,7 @@ class Ledger:
 
         ledger = cls()
         for n in typed_rows("node_costs", frames.get("node_costs")):
-            key = (str(n.cluster or ""), str(n.node))
-            ledger.nodes[key] = NodeAccount(max(num(n.usd_per_hour), num(n.avg_usd_per_hour)),
+            ledger.nodes[n.node_key] = NodeAccount(max(num(n.usd_per_hour), num(n.avg_usd_per_hour)),
                                             num(n.gpu_count), bool(n.present_at_end))
         return ledger
 

@@ -36,14 +36,14 @@ from gpuinsight.rules.pack_bound import (
     solve_exact,
     solve_greedy,
 )
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
 
 
 def pool_key(node: Row) -> PoolKey:
     """The pool of a ``nodes_current`` row."""
-    return (str(node.cluster or ""), node.node_pool, node.zone, node.gpu_model)
+    return (key_cluster(node), node.node_pool, node.zone, node.gpu_model)
 
 
 def plannable(n: Row, key: NodeKey, ctx: PlanContext) -> bool:

@@ -44,7 +44,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.effects import WorkloadLeaves
 from gpuinsight.rules.settings import FRACTION, Setting
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 DONE = ("Complete", "Failed")
 HEAD_GROUP = "headgroup"
@@ -88,7 +88,7 @@ class RayRule(Rule):
             if g.node_type == "head" or g.ray_group == HEAD_GROUP:
                 rec = self._head(g, frames, settings, ctx)
             else:
-                s = stretches.get((WorkloadKey(str(g.cluster or ""), g.namespace, g.workload), g.ray_group))
+                s = stretches.get((WorkloadKey(key_cluster(g), g.namespace, g.workload), g.ray_group))
                 rec = self._workers(g, s, frames, settings, ctx) if s else None
             if rec is not None:
                 out.append(rec)
@@ -266,12 +266,12 @@ def _applies(kind: str) -> str:
 
 def _ray_cluster(r: Row) -> WorkloadKey:
     """The RayCluster of a ``ray_jobs`` or ``ray_groups`` row, as the workload its pods belong to."""
-    return WorkloadKey(str(r.cluster or ""), r.namespace, str(r.ray_cluster))
+    return WorkloadKey(key_cluster(r), r.namespace, str(r.ray_cluster))
 
 
 def _group_workload(g: Row) -> WorkloadKey:
     """The workload a ``ray_groups`` row's pods belong to, as the ledger claims it (the RayCluster)."""
-    return WorkloadKey(str(g.cluster or ""), g.namespace, str(g.workload or g.ray_cluster))
+    return WorkloadKey(key_cluster(g), g.namespace, str(g.workload or g.ray_cluster))
 
 
 def _group_evidence(g: Row) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.idle import hours_label, periodic_hours
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.sources.prom.promql import regex_literal, selector
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 HOURS_PER_WEEK = 168
 # what a pod of each kind is named after its workload: Deployment <name>-<rs hash>-<suffix>,
@@ -90,7 +90,7 @@ class ScaleToZeroRule(Rule):
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
         stretches = {(s.workload_key, s.workload_kind): s for s in ctx.rows(frames, "idle_stretches") if not s.ray_group}
-        scaled = {(WorkloadKey(str(s.cluster or ""), s.namespace, s.target_name), s.target_kind)
+        scaled = {(WorkloadKey(key_cluster(s), s.namespace, s.target_name), s.target_kind)
                   for s in ctx.rows(frames, "scaled_workloads")}
         out = []
         for r in ctx.rows(frames, "workload_gpu_profile"):

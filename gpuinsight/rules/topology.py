@@ -49,7 +49,7 @@ from gpuinsight.rules.common import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.settings import FRACTION, Setting
 from gpuinsight.rules.topology_domains import DEFAULT_LABELS, HOSTNAME_LABEL, Topology
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 
 @dataclass
@@ -94,7 +94,7 @@ class TopologyRule(Rule):
         nodes = {n.node_key: n for n in ctx.rows(frames, "nodes_current")}
         profiles = {r.workload_key: r for r in ctx.rows(frames, "workload_gpu_profile")}
         # a gang's constraint, by its gang name or its workload's (a Volcano job names both)
-        asked = {(str(g.cluster or ""), g.namespace, g.gang): g for g in ctx.rows(frames, "gang_network_topology")}
+        asked = {(key_cluster(g), g.namespace, g.gang): g for g in ctx.rows(frames, "gang_network_topology")}
         held: dict[NodeKey, float] = defaultdict(float)
         gangs: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
         for p in ctx.rows(frames, "placement_current"):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.kubelabels import label_map, selector_matches
-from gpuinsight.sql.rows import Row
+from gpuinsight.sql.rows import Row, key_cluster
 
 # level names, tightest first; "node" and "zone" are always known. A label-derived domain is
 # named "<label key>=<value>" (the key is what a pod affinity's topologyKey needs).
@@ -188,10 +188,10 @@ def build_topology(nodes: list[Row], hypernodes: list[Any] | None = None,
     keys = {level: csv(v) for level, v in {**DEFAULT_LABELS, **(label_keys or {})}.items()}
     by_cluster: dict[str, list[Row]] = {}
     for n in nodes:
-        by_cluster.setdefault(str(n.cluster or ""), []).append(n)
+        by_cluster.setdefault(key_cluster(n), []).append(n)
     hn_by_cluster: dict[str, list[Row]] = {}
     for h in hypernodes or []:
-        hn_by_cluster.setdefault(str(h.cluster or ""), []).append(h)
+        hn_by_cluster.setdefault(key_cluster(h), []).append(h)
     out: dict[tuple[str, str], NodeDomains] = {}
     tier_levels: set[int] = set()
     label_levels: set[str] = {"node"}

@@ -35,14 +35,15 @@ class ModelRow(tuple):  # type: ignore[type-arg]
         raise AttributeError(f"model {self.model} declares no column {name!r} (its columns: {', '.join(self._fields)})")
 
 
-def _cluster(row: Any) -> str:
+def key_cluster(row: Any) -> str:
+    """The cluster part of a row's keys ("" when the row names none)."""
     return str(row.cluster or "")
 
 
 _KEYS: tuple[tuple[str, tuple[str, ...], Any], ...] = (
-    ("node_key", ("cluster", "node"), lambda r: NodeKey(_cluster(r), r.node)),
-    ("workload_key", ("cluster", "namespace", "workload"), lambda r: WorkloadKey(_cluster(r), r.namespace, r.workload)),
-    ("pod_key", ("cluster", "namespace", "pod"), lambda r: PodKey(_cluster(r), r.namespace, r.pod)),
+    ("node_key", ("cluster", "node"), lambda r: NodeKey(key_cluster(r), r.node)),
+    ("workload_key", ("cluster", "namespace", "workload"), lambda r: WorkloadKey(key_cluster(r), r.namespace, r.workload)),
+    ("pod_key", ("cluster", "namespace", "pod"), lambda r: PodKey(key_cluster(r), r.namespace, r.pod)),
 )
 
 
