@@ -3,7 +3,8 @@ equal a build from scratch: random fleets loaded in random chunks, with late dat
 that change values and hand GPU steps to other pods, pods that finish, vanish without a word
 (and are later said to have finished), restart or get new labels, HAMi vGPU pods moved to another
 device, time-sliced nodes, MIG nodes (pods on 3g instances, two to a GPU), GPUs whose DCGM energy
-counter is scraped (the rest integrate power), nodes that come and go, and a new price catalog;
+counter is scraped (the rest integrate power), inference servers' tokens (on GPU pods and on a
+pod that holds none), nodes that come and go, and a new price catalog;
 after every load every model is compared with a full rebuild of the same data."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pytest
 import gpuinsight as gi
 from gpuinsight.sources.energy import KEY as ENERGY_KEY
 from gpuinsight.sources.prom.store import merge_spans
+from gpuinsight.sources.serving import COLUMNS as SERVING_COLUMNS
+from gpuinsight.sources.serving import KEY as SERVING_KEY
 from gpuinsight.warehouse.rollup import rebuild_rollups
 from gpuinsight.warehouse.samples import store_sample_rows
 
@@ -131,6 +134,25 @@ class World:
         return pl.DataFrame(rows, schema={"cluster": pl.Utf8, "gpu_uuid": pl.Utf8, "ts": pl.Datetime("us"),
                                           "energy_j": pl.Float64, "step_s": pl.Int32})
 
+    def serving(self, t0: datetime, t1: datetime, variant: int) -> pl.DataFrame:
+        """Tokens served per step by the pods of workload wl0 while they run, and by a CPU proxy
+        pod all along (a re-collection reads other counts)."""
+        rows = []
+        vr = random.Random(hash((self.seed, t0, variant, "serving")))
+        servers = [(p["cluster"], p["namespace"], p["name"], p["start"], p["end"])
+                   for p in self.pods if p["workload"] == "wl0"] + [("a", "ml", "proxy", T0, None)]
+        for cluster, namespace, pod, start, end in servers:
+            t = T0 + timedelta(seconds=math.ceil((max(t0, start) - T0).total_seconds() / STEP) * STEP)
+            while t < t1 and (end is None or t < end):
+                rows.append(dict(cluster=cluster, ts=t, namespace=namespace, pod=pod, model_name="m", server="vllm",
+                                 prompt_tokens=float(vr.randint(0, 5000)), generation_tokens=float(vr.randint(0, 2000)),
+                                 requests=float(vr.randint(0, 20)), ttft_p95_s=vr.uniform(0.1, 2), kv_cache_usage=0.5,
+                                 kv_cache_usage_max=0.7, step_s=STEP))
+                t += timedelta(seconds=STEP)
+        return pl.DataFrame(rows, schema_overrides=SERVING_COLUMNS, infer_schema_length=None) \
+            .with_columns(*(pl.lit(None, dtype).alias(c) for c, dtype in SERVING_COLUMNS.items()
+                            if not rows or c not in rows[0])).select(list(SERVING_COLUMNS))
+
     def pod_rows(self, t0: datetime, t1: datetime) -> pl.DataFrame:
         """The pods alive in [t0, t1) as seen at t1 (finished once it was seen to end)."""
         rows = []
@@ -185,6 +207,9 @@ def collect(g: gi.GpuInsight, world: World, t0: datetime, t1: datetime, variant:
         energy = world.energy(t0, t1, variant)
         if energy.height:
             g.wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
+        serving = world.serving(t0, t1, variant)
+        if serving.height:
+            g.wh.merge("serving_samples", serving, SERVING_KEY, con=con)
         merge_spans(g.wh, con, "pods", world.pod_rows(t0, t1), ["cluster", "uid"])
         merge_spans(g.wh, con, "nodes", world.node_rows(t0, t1), ["cluster", "node"])
         if samples.height:
@@ -290,6 +315,9 @@ def test_incremental_refresh_equals_a_build_from_scratch(tmp_path: Path, seed: i
                                        "(WHERE cluster = 'a' AND node = 'n0' AND workload IS NOT NULL) "
                                        "FROM energy_hourly").row(0)
         assert 0 < counter < total and on_mig > 0
+        priced, unheld = g.sql("SELECT count(*) FILTER (WHERE held_gpu AND cost_usd > 0), count(*) FILTER (WHERE NOT "
+                               "held_gpu) FROM serving_hourly").row(0)
+        assert priced and unheld
         # a refresh with nothing loaded rebuilds no hour; a full one on demand changes nothing
         before = model_rows(g)
         g.refresh()

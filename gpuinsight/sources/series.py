@@ -672,6 +672,7 @@ def _load_one(
             rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
         if serving.height:
             rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
+            note_hours(con, *rollup_scope(serving)[0])  # serving_hourly's hours
         if energy.height:
             rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
             note_hours(con, *rollup_scope(energy)[0])  # energy_hourly's hours, whatever samples came with them
