@@ -194,15 +194,20 @@ def day31_tsdb(workdir: Path, meta: dict, days: float, chunk_hours: int = 6) -> 
     return tsdb
 
 
+# sources that only read a warehouse, or rebuild its models the way a full rebuild would
+# (sql/incremental.py: tests/test_incremental.py holds it to that)
+_READERS = ("gpuinsight/rules/", "gpuinsight/reports/", "gpuinsight/plan/", "gpuinsight/actions/",
+            "gpuinsight/simulate/", "gpuinsight/cli.py", "gpuinsight/demo.py", "gpuinsight/sql/incremental.py")
+
+
 def code_hash() -> str:
-    """A hash of the sources that decide what a warehouse holds: the loaders, models and schema
-    (not the rules or reports, which read it)."""
+    """A hash of the sources that decide what a warehouse holds: the loaders, models and schema."""
     root = HERE.parent
     digest = hashlib.sha256()
     files = sorted([*root.glob("queries/**/*.sql"), *root.glob("gpuinsight/**/*.py")])
     for path in files:
         rel = path.relative_to(root).as_posix()
-        if rel.startswith(("gpuinsight/rules/", "gpuinsight/reports/")):
+        if rel.startswith(_READERS):
             continue
         digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
