@@ -118,7 +118,7 @@ class World:
         """DCGM's energy counter of the GPUs of nodes that scrape it, joules per step (a
         re-collection reads other values; a step here and there is missing)."""
         rows = []
-        vr = random.Random(hash((self.seed, t0, variant, "energy")))
+        vr = random.Random(hash((self.seed, t0, variant, 1)))
         for node in self.nodes:
             if not node["counter"]:
                 continue
@@ -138,7 +138,7 @@ class World:
         """Tokens served per step by the pods of workload wl0 while they run, and by a CPU proxy
         pod all along (a re-collection reads other counts)."""
         rows = []
-        vr = random.Random(hash((self.seed, t0, variant, "serving")))
+        vr = random.Random(hash((self.seed, t0, variant, 2)))
         servers = [(p["cluster"], p["namespace"], p["name"], p["start"], p["end"])
                    for p in self.pods if p["workload"] == "wl0"] + [("a", "ml", "proxy", T0, None)]
         for cluster, namespace, pod, start, end in servers:
