@@ -17,7 +17,7 @@
 --   instances, shares nobody holds) has no holder. A holder is the pod DCGM names; its workload,
 --   queue, team and share are those of the pod of that name that held GPUs for most of the hour
 --   (pod_gpu_allocations; a name reused by a restart is the incarnation running then, the tie
---   to the one holding it later in the hour, then by uid); a pod no allocation covers that hour is
+--   to the one holding it later in the hour, then the larger uid); a pod no allocation covers that hour is
 --   its own workload (kind Pod, team its namespace). So an hour's rows depend only on that
 --   hour's samples and the allocations covering it: the refresh rebuilds only the hours a load
 --   changed. The node's region (energy_rates) is looked up by energy_by.
@@ -61,7 +61,7 @@ held_by AS MATERIALIZED (
         ORDER BY least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR)
                      - greatest(a.start_ts, ph.hour) DESC,
                  least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR) DESC,
-                 greatest(a.start_ts, ph.hour) DESC, a.uid) = 1
+                 greatest(a.start_ts, ph.hour) DESC, a.uid DESC) = 1
 ),
 fractional AS (
     -- the part of one GPU that pod holds where it holds part of one (pod_gpu_shares)
