@@ -134,14 +134,18 @@ WHERE NOT EXISTS (SELECT 1 FROM sample_labels l
                     AND l.model_name IS NOT DISTINCT FROM s.model_name AND l.container = s.container);
 """
 
-# the keys of each label set of {src} (a relation with LABEL_COLUMNS and {lid}), dimensions upserted
+# the keys of each label set of {src} (a relation with LABEL_COLUMNS and {lid}), dimensions upserted.
+# Left joins from the label sets, each dimension looked up on its own: every label set has its
+# keys (just numbered), and with inner joins DuckDB may join the dimensions to each other first
+# on their shared cluster (a cross product of every GPU and pod of a cluster: 69 M rows, 26 CPU-s
+# for 10,000 GPUs on the first load, when the new dimension rows have no statistics yet).
 _KEYS_OF = """
 SELECT s.{lid}, g.gpu_key, p.pod_key, n.node_key, l.label_key
 FROM {src} s
-JOIN gpu_keys g USING (cluster, gpu_uuid, mig_instance)
-JOIN pod_keys p USING (cluster, namespace, pod)
+LEFT JOIN gpu_keys g ON g.cluster = s.cluster AND g.gpu_uuid = s.gpu_uuid AND g.mig_instance = s.mig_instance
+LEFT JOIN pod_keys p ON p.cluster = s.cluster AND p.namespace = s.namespace AND p.pod = s.pod
 LEFT JOIN node_keys n ON n.cluster = s.cluster AND n.node = s.node
-JOIN sample_labels l
+LEFT JOIN sample_labels l
   ON l.mig_profile = s.mig_profile AND l.gpu_index IS NOT DISTINCT FROM s.gpu_index
  AND l.model_name IS NOT DISTINCT FROM s.model_name AND l.container = s.container
 """
@@ -166,7 +170,8 @@ def label_keys(con: duckdb.DuckDBPyConnection, labels: pl.DataFrame) -> pl.DataF
     with registered(con, "_gi_labels", frame.to_arrow()):
         con.execute(_UPSERT_DIMENSIONS.format(src="_gi_labels"))
         keys = con.sql(_KEYS_OF.format(src="_gi_labels", lid=LABEL_ID)).pl()
-    if keys.height != frame.height:
+    if keys.height != frame.height or keys.select(pl.any_horizontal(pl.col(k).is_null() for k in KEYS if k != "node_key")
+                                                  .any()).item():
         raise RuntimeError("sample labels without keys")  # a bug: every label set was just numbered
     return keys.sort(LABEL_ID).select([pl.col(k).cast(pl.Int32) for k in KEYS])
 
@@ -193,13 +198,21 @@ def store_sample_rows(con: duckdb.DuckDBPyConnection, samples: SampleRows | pl.D
         return 0
     facts = fact_rows(samples, label_keys(con, samples.labels))
     with registered(con, "_gi_facts", facts.to_arrow()):
-        if replace:
-            lo, hi = facts["ts"].min(), facts["ts"].max()
-            # bounded by the batch's time span so that DuckDB skips the row groups of other days
+        lo, hi = facts["ts"].min(), facts["ts"].max()
+        # bounded by the batch's time span so that DuckDB skips the row groups of other days; a
+        # batch of steps not stored yet (a collection moving on) has nothing to replace, and the
+        # delete would still gather the batch's distinct GPU steps first
+        if replace and con.execute("SELECT 1 FROM gpu_sample_facts WHERE ts BETWEEN ? AND ? LIMIT 1",
+                                   [lo, hi]).fetchall():
             con.execute("DELETE FROM gpu_sample_facts AS t USING (SELECT DISTINCT gpu_key, ts FROM _gi_facts) AS b "
                         "WHERE t.gpu_key = b.gpu_key AND t.ts = b.ts AND t.ts BETWEEN ? AND ?", [lo, hi])
         con.execute(f"INSERT INTO gpu_sample_facts SELECT {', '.join(FACT_COLUMNS)} FROM _gi_facts")
     return facts.height
+
+
+# A label set's 64-bit hash: rows are joined to their label set's keys on it rather than on the
+# ten label columns (strings among them); used only when it tells the batch's label sets apart.
+_LABEL_HASH = f"hash({', '.join(LABEL_COLUMNS)})"
 
 
 def store_sample_relation(con: duckdb.DuckDBPyConnection, relation: str, params: Sequence[Any] = ()) -> int:
@@ -207,22 +220,31 @@ def store_sample_relation(con: duckdb.DuckDBPyConnection, relation: str, params:
     columns; measures it lacks are NULL; a fixed text, its values bound as ``params``): their
     label sets are numbered and the rows inserted keyed, in SQL, without bringing them into
     Python. For rows known to be new (a bulk import); loads of data that may repeat go through
-    :func:`store_sample_rows`. Returns the rows stored."""
+    :func:`store_sample_rows`. Returns the rows stored.
+
+    The relation is read twice: its distinct label sets (numbered first), then every row, joined
+    to its label set's keys by the label set's hash when no two of the batch's label sets share
+    one (every row's label set is among them, so its hash names it), else on the labels."""
     src, bound = f"({relation})", list(params) or None
     have = set(con.sql(f"SELECT * FROM {src} LIMIT 0", params=bound).columns)
     labels = ", ".join(LABEL_COLUMNS)
     failed = False
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _gi_label_sets AS "
-                    f"SELECT row_number() OVER () AS _lid, * FROM (SELECT DISTINCT {labels} FROM {src})", bound)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _gi_label_sets AS SELECT row_number() OVER () AS _lid, "
+                    f"{_LABEL_HASH} AS _h, * FROM (SELECT DISTINCT {labels} FROM {src})", bound)
         con.execute(_UPSERT_DIMENSIONS.format(src="_gi_label_sets"))
         con.execute("CREATE OR REPLACE TEMP TABLE _gi_label_keys AS SELECT s.*, k.* EXCLUDE (_lid) FROM _gi_label_sets s "
                     f"JOIN ({_KEYS_OF.format(src='_gi_label_sets', lid='_lid')}) k USING (_lid)")
-        on = " AND ".join(f"k.{c} IS NOT DISTINCT FROM s.{c}" for c in LABEL_COLUMNS)
+        by_hash = con.execute("SELECT count(DISTINCT _h) = count(*) FROM _gi_label_keys").fetchall()[0][0]
+        if by_hash:
+            rows = f"(SELECT {_LABEL_HASH} AS _h, * FROM {src}) s JOIN _gi_label_keys k USING (_h)"
+        else:
+            rows = f"{src} s JOIN _gi_label_keys k ON " + " AND ".join(f"k.{c} IS NOT DISTINCT FROM s.{c}"
+                                                                      for c in LABEL_COLUMNS)
         measures = ", ".join(f"s.{c}" if c in have else f"NULL::{'INTEGER' if c == 'step_s' else 'DOUBLE'}"
                              for c in MEASURES)
         row = con.execute(f"INSERT INTO gpu_sample_facts SELECT k.gpu_key, s.ts, k.pod_key, k.node_key, k.label_key, "
-                          f"{measures} FROM {src} s JOIN _gi_label_keys k ON {on}", bound).fetchall()
+                          f"{measures} FROM {rows}", bound).fetchall()
     except BaseException:
         failed = True
         raise
