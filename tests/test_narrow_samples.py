@@ -14,7 +14,7 @@ import polars as pl
 import gpuinsight as gi
 from gpuinsight.warehouse import migrate
 from gpuinsight.warehouse.rollup import rebuild_rollups
-from gpuinsight.warehouse.samples import store_sample_rows
+from gpuinsight.warehouse.samples import store_sample_relation, store_sample_rows
 from tests.test_incremental import T0, World, _same, assert_same, collect, model_rows, prices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,3 +79,49 @@ def test_a_wide_warehouse_converts_in_place_keeping_every_figure(tmp_path: Path)
         assert_same(model_rows(g), migrated, "migrated")
         loaded = sorted(g.sql("SELECT * FROM gpu_hourly").rows(), key=repr)
         assert len(loaded) == len(hourly) and all(_same(a, b) for a, b in zip(loaded, hourly, strict=True))
+
+
+def _stored(g: gi.GpuInsight) -> tuple[list[tuple], ...]:
+    con = g.wh.con
+    return (sorted(con.execute("SELECT * FROM gpu_samples").fetchall(), key=repr),
+            sorted(con.execute("SELECT * FROM gpu_hourly").fetchall(), key=repr),
+            sorted(con.execute("SELECT k.cluster, k.namespace, k.pod, s.* EXCLUDE (pod_key) FROM gpu_pod_steps s "
+                               "JOIN pod_keys k USING (pod_key)").fetchall(), key=repr))
+
+
+def test_a_bulk_import_stores_what_a_merge_stores(tmp_path: Path, monkeypatch) -> None:
+    """store_sample_relation (the bulk import of Parquet files) keys rows by their label set's
+    hash; with every hash the same (a collision) it joins on the labels instead. Either way the
+    warehouse holds what the merge route stores, on a first load (no dimension rows yet) and on a
+    second with new label sets beside known ones."""
+    from gpuinsight.warehouse import samples as narrow
+
+    _, samples = fleet()
+    first, second = samples.filter(pl.col("ts") < T0 + timedelta(hours=4)), samples.filter(
+        pl.col("ts") >= T0 + timedelta(hours=4))
+    second = pl.concat([second, second.head(5).with_columns(pod=pl.lit("late-pod"), ts=pl.col("ts") + timedelta(
+        hours=1))])
+    files = []
+    for i, part in enumerate((first, second)):
+        files.append(tmp_path / f"part-{i}.parquet")
+        part.write_parquet(files[-1])
+
+    def load(path: Path, bulk: bool) -> tuple[list[tuple], ...]:
+        with gi.open(path) as g:
+            for file, part in zip(files, (first, second), strict=True):
+                with g.writing(), g.wh.transaction() as con:
+                    if bulk:
+                        assert store_sample_relation(con, "SELECT * FROM read_parquet(?)", [str(file)]) == part.height
+                    else:
+                        store_sample_rows(con, part)
+                    rebuild_rollups(con, part)
+            return _stored(g)
+
+    merged = load(tmp_path / "merge.duckdb", bulk=False)
+    hashed = load(tmp_path / "hashed.duckdb", bulk=True)
+    monkeypatch.setattr(narrow, "_LABEL_HASH", "0::UBIGINT")
+    collided = load(tmp_path / "collided.duckdb", bulk=True)
+    for bulk in (hashed, collided):
+        assert bulk[0] == merged[0]  # the samples, exactly
+        assert all(len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+                   for a, b in zip(bulk[1:], merged[1:], strict=True))
