@@ -125,3 +125,24 @@ def test_a_bulk_import_stores_what_a_merge_stores(tmp_path: Path, monkeypatch) -
         assert bulk[0] == merged[0]  # the samples, exactly
         assert all(len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
                    for a, b in zip(bulk[1:], merged[1:], strict=True))
+
+
+def test_a_wide_frame_splits_into_label_sets_and_rows() -> None:
+    """SampleRows.from_wide numbers label sets in the order they first appear and keeps the last
+    row of a natural key, as the straightforward split does (strings or categoricals, nulls,
+    a label column beyond the stored ones)."""
+    from gpuinsight.warehouse.samples import LABEL_ID, MEASURES, NATURAL_KEY, SampleRows
+
+    _, samples = fleet()
+    again = samples.sample(n=50, seed=1).with_columns(gr_active=pl.col("gr_active") / 2)  # re-read: last counts
+    wide = pl.concat([samples, again]).with_columns(hint=pl.col("pod").str.len_chars() % 2)
+    for frame in (wide, wide.with_columns(pl.col("pod", "node").cast(pl.Categorical))):
+        split = SampleRows.from_wide(frame)
+        kept = frame.unique(subset=list(NATURAL_KEY), keep="last", maintain_order=True)
+        label_cols = [c for c in kept.columns if c not in MEASURES and c != "ts"]
+        sets = kept.select(label_cols).unique(maintain_order=True).with_row_index(LABEL_ID)
+        ids = kept.join(sets, on=label_cols, how="left", nulls_equal=True, maintain_order="left")[LABEL_ID]
+        assert split.labels.equals(sets.drop(LABEL_ID))
+        assert split.rows[LABEL_ID].equals(ids) and split.rows["gr_active"].equals(kept["gr_active"])
+        assert split.wide().select(kept.columns).equals(kept.with_columns(pl.col(c).cast(split.wide()[c].dtype)
+                                                                          for c in kept.columns))
