@@ -474,8 +474,9 @@ def recommend(db: Path | None, fmt: str, config_file: Path | None, sets: tuple[s
         if plan_file is not None:
             plan = gi.load_plan(plan_file, check_review=do_apply)
         else:
-            plan = gi.recommend(settings)
-            note = gi.coverage_note()
+            with gi.reusing_answers():  # the plan's coverage note read fleet_summary already
+                plan = gi.recommend(settings)
+                note = gi.coverage_note()
             if note:  # stderr keeps json/yaml/csv clean
                 click.echo(f"note: {note}", err=True)
         finding_ids(plan, only)

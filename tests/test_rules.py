@@ -540,3 +540,19 @@ def test_a_rule_reads_only_the_models_it_declares() -> None:
     ctx.rows(frames, "queue_usage")  # cached for the plan ...
     with pytest.raises(AssertionError, match="does not declare"):
         ctx.rows(view, "queue_usage")  # ... and still refused to a rule that does not declare it
+
+
+def test_rows_without_a_nested_column_and_its_cells_read_as_the_rows_would() -> None:
+    """A rule may leave a nested column out of a model's typed rows (converted once per plan) and
+    read it for the few rows it needs: the same value the full rows hold, row by row."""
+    from gpuinsight.rules.context import PlanContext
+
+    week = [[{"how": h, "gr_avg": 0.1 * h, "idle_share": None} for h in range(3)], None, []]
+    frames = {"idle_stretches": pl.DataFrame({"namespace": ["a", "b", "c"], "hour_of_week": week})}
+    ctx = PlanContext()
+    full = ctx.rows(frames, "idle_stretches")
+    slim = ctx.rows(frames, "idle_stretches", without=("hour_of_week",))
+    assert [r.namespace for r in slim] == ["a", "b", "c"] and all(r.hour_of_week is None for r in slim)
+    assert [ctx.cell(frames, "idle_stretches", i, "hour_of_week") for i in range(3)] == [r.hour_of_week for r in full]
+    assert ctx.cell({"idle_stretches": frames["idle_stretches"].drop("hour_of_week")}, "idle_stretches", 0,
+                    "hour_of_week") is None

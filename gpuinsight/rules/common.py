@@ -19,6 +19,9 @@ FULL_CONFIDENCE = Setting("full_confidence_hours", 72.0, "Hours of evidence that
 # of these kinds that is busy at some hours gets a ScaledObject (scale_to_zero), other kinds a
 # schedule note (idle, reason periodic). docs/rules.md, "Where idle ends and scale_to_zero begins".
 SCALE_TARGET_KINDS = ("Deployment", "StatefulSet")
+# idle_stretches' hour-of-week profile (168 slots a workload): read for the findings alone, so the
+# rules' rows of that model leave it out (PlanContext.rows ``without``, PlanContext.cell)
+WEEK_PROFILE = ("hour_of_week",)
 
 
 def num(value: Any, default: float = 0.0) -> float:

@@ -48,7 +48,7 @@ class PlanContext:
     _pod_node: dict[PodKey, str] = field(default_factory=dict, repr=False)
     _moved_off_by: dict[PodKey, str] = field(default_factory=dict, repr=False)
     _topology: Topology | None = field(default=None, repr=False)
-    _rows: dict[str, list[Row]] = field(default_factory=dict, repr=False)
+    _rows: dict[tuple[str, tuple[str, ...]], list[Row]] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple[Any, ...], tuple[bool, str]] = field(default_factory=dict, repr=False)
 
     def note(self, text: str) -> None:
@@ -60,12 +60,22 @@ class PlanContext:
         """A rule's resolved settings (the engine resolves every group before the first rule runs)."""
         return self.settings[name]
 
-    def rows(self, frames: Mapping[str, Any], name: str) -> list[Row]:
-        """A model's frame as its typed rows (:mod:`gpuinsight.sql.rows`), converted once per plan."""
+    def rows(self, frames: Mapping[str, Any], name: str, *, without: tuple[str, ...] = ()) -> list[Row]:
+        """A model's frame as its typed rows (:mod:`gpuinsight.sql.rows`), converted once per plan.
+        ``without``: columns left None (a nested column costs a Python object per element; a rule
+        that reads one for a few rows asks :meth:`cell` for those)."""
         frame = frames.get(name)  # asked every time: a rule's frames refuse a model it does not declare
-        if name not in self._rows:
-            self._rows[name] = typed_rows(name, frame)
-        return self._rows[name]
+        key = (name, without)
+        if key not in self._rows:
+            self._rows[key] = typed_rows(name, frame.drop(without, strict=False) if frame is not None and without else frame)
+        return self._rows[key]
+
+    @staticmethod
+    def cell(frames: Mapping[str, Any], name: str, index: int, column: str) -> Any:
+        """One value of a model's frame (row ``index``, as :meth:`rows` numbers them), as a typed
+        row holds it (None when the frame has no such column)."""
+        frame = frames[name]
+        return frame.select(column).row(index)[0] if column in frame.columns else None
 
     def topology(self, frames: Mapping[str, Any]) -> Topology:
         """Every current node's network domains (HyperNodes, else labels), built once per plan."""

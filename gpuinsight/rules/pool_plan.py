@@ -80,11 +80,12 @@ def pdb_budgets(placement: list[Row], pdbs: list[Row]) -> dict[BudgetKey, int]:
     return out
 
 
-def pod_budgets(p: Row, pdbs_by_ns: dict[tuple[str, str], list[Row]]) -> tuple[BudgetKey, ...]:
-    """The PDBs whose selector covers a ``placement_current`` pod."""
+def pod_budgets(p: Row, pdbs_by_ns: dict[tuple[str, str], list[tuple[Row, dict[str, Any]]]]
+                ) -> tuple[BudgetKey, ...]:
+    """The PDBs (each with its parsed selector) whose selector covers a ``placement_current`` pod."""
     labels = as_map(p.labels)
-    return tuple(pdb_key(b) for b in pdbs_by_ns.get((cluster_of(p), p.namespace), [])
-                 if selector_matches(as_map(b.selector), labels))
+    return tuple(pdb_key(b) for b, selector in pdbs_by_ns.get((cluster_of(p), p.namespace), [])
+                 if selector_matches(selector, labels))
 
 
 class PoolInputs:
@@ -95,9 +96,10 @@ class PoolInputs:
         self.placement = ctx.rows(frames, "placement_current")
         pdbs = ctx.rows(frames, "disruption_budgets")
         self.budgets = pdb_budgets(self.placement, pdbs)
-        self.pdbs_by_ns: dict[tuple[str, str], list[Row]] = defaultdict(list)  # a PDB is its cluster's
+        # a PDB is its cluster's; its selector parsed once, not once per pod of its namespace
+        self.pdbs_by_ns: dict[tuple[str, str], list[tuple[Row, dict[str, Any]]]] = defaultdict(list)
         for b in pdbs:
-            self.pdbs_by_ns[(cluster_of(b), b.namespace)].append(b)
+            self.pdbs_by_ns[(cluster_of(b), b.namespace)].append((b, as_map(b.selector)))
 
 
 @dataclass(frozen=True)

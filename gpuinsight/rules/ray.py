@@ -34,6 +34,7 @@ from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    WEEK_PROFILE,
     cluster_of,
     evidence_confidence,
     monthly,
@@ -79,7 +80,8 @@ class RayRule(Rule):
             if rec is not None:
                 out.append(rec)
                 done.add(_ray_cluster(j))
-        stretches = {(s.workload_key, s.ray_group): s for s in ctx.rows(frames, "idle_stretches") if s.ray_group}
+        stretches = {(s.workload_key, s.ray_group): s for s in ctx.rows(frames, "idle_stretches", without=WEEK_PROFILE)
+                      if s.ray_group}
         for g in ctx.rows(frames, "ray_groups"):
             if _ray_cluster(g) in done or not g.configured:
                 continue

@@ -32,6 +32,7 @@ from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     SCALE_TARGET_KINDS,
+    WEEK_PROFILE,
     cluster_of,
     evidence_confidence,
     monthly,
@@ -89,13 +90,15 @@ class ScaleToZeroRule(Rule):
 
     def evaluate(self, frames: dict[str, pl.DataFrame], settings: dict[str, Any],
                  ctx: PlanContext) -> list[Recommendation]:
-        stretches = {(s.workload_key, s.workload_kind): s for s in ctx.rows(frames, "idle_stretches") if not s.ray_group}
+        # the hour-of-week profiles (168 slots a workload) only for the findings' rows
+        rows = ctx.rows(frames, "idle_stretches", without=WEEK_PROFILE)
+        stretches = {(s.workload_key, s.workload_kind): (i, s) for i, s in enumerate(rows) if not s.ray_group}
         scaled = {(WorkloadKey(key_cluster(s), s.namespace, s.target_name), s.target_kind)
                   for s in ctx.rows(frames, "scaled_workloads")}
         out = []
         for r in ctx.rows(frames, "workload_gpu_profile"):
             key = (r.workload_key, r.workload_kind)
-            s = stretches.get(key)
+            i, s = stretches.get(key, (-1, None))
             if s is None or r.workload_kind not in SCALE_TARGET_KINDS or key in scaled:
                 continue
             if ctx.ledger.workload_claimed(*r.workload_key):
@@ -105,12 +108,12 @@ class ScaleToZeroRule(Rule):
                 continue
             if num(s.days_observed) < settings["min_days"]:
                 continue
-            rec = self._finding(r, s, frames, settings, ctx, production, why)
+            rec = self._finding(r, s, i, frames, settings, ctx, production, why)
             if rec is not None:
                 out.append(rec)
         return out
 
-    def _finding(self, r: Any, s: Row, frames: dict[str, pl.DataFrame],
+    def _finding(self, r: Any, s: Row, index: int, frames: dict[str, pl.DataFrame],
                  settings: dict[str, Any], ctx: PlanContext, production: bool, why: str) -> Recommendation | None:
         cron = periodic_hours(r, {"periodic_max_hours": 23, "periodic_max_stray_per_day": float("inf"),
                                   "periodic_margin_hours": settings["cron_margin_hours"]})
@@ -137,6 +140,7 @@ class ScaleToZeroRule(Rule):
             0, replicas, int(settings["cooldown_s"]), int(settings["polling_interval_s"]),
             str(settings["prometheus_url"]), request_query(r, settings), gpu_query(r, settings), "0.01", cron)
         schedule = f"; started by cron at {hours_label(cron)} UTC" if cron else ""
+        week = ctx.cell(frames, "idle_stretches", index, WEEK_PROFILE[0])
         return Recommendation(
             rule=SCALE_TO_ZERO.name, id=rid, cluster=cluster_of(r),
             namespace=r.namespace, workload=r.workload, queue=r.queue,
@@ -161,8 +165,8 @@ class ScaleToZeroRule(Rule):
                 "expected_cold_starts_per_day": round(cold_starts, 2),
                 "days_observed": days,
                 "weeks_observed": num(s.weeks_observed),
-                "hour_of_week_gr_active_pct": week_profile(s.hour_of_week, "gr_avg", 100.0),
-                "hour_of_week_idle_share": week_profile(s.hour_of_week, "idle_share", 1.0),
+                "hour_of_week_gr_active_pct": week_profile(week, "gr_avg", 100.0),
+                "hour_of_week_idle_share": week_profile(week, "idle_share", 1.0),
                 "hour_of_week_start": "Monday 00:00 UTC",
                 "recurring_hours_utc": list(r.recurring_hours_utc or []),
                 "cooldown_s": int(settings["cooldown_s"]),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -103,6 +103,7 @@ class TopologyRule(Rule):
             if p.gang and not p.mig_profile:
                 gangs[(p.pod_key.cluster, p.namespace, p.gang)].append(p._replace(node=node))
         out = []
+        hosts: dict[tuple[Any, ...], _Hosts] = {}  # the nodes a gang of each cluster, model and price terms may use
         for (cluster, ns, gang), pods in sorted(gangs.items()):
             wl = str(pods[0].workload)
             if len(pods) < 2 or len({p.node for p in pods}) < 2:
@@ -115,7 +116,7 @@ class TopologyRule(Rule):
             r = profiles.get(workload)
             if r is None or num(r.gr_mean) < settings["min_activity"]:
                 continue
-            rec = self._gang(cluster, ns, gang, wl, pods, r, topo, nodes, held, asked, frames, settings, ctx)
+            rec = self._gang(cluster, ns, gang, wl, pods, r, topo, nodes, held, asked, frames, settings, ctx, hosts)
             if rec is not None:
                 out.append(rec)
         return out
@@ -123,27 +124,20 @@ class TopologyRule(Rule):
     def _gang(self, cluster: str, ns: str, gang: str, wl: str, pods: list[Row], r: Any,
               topo: Topology, nodes: dict[NodeKey, Row], held: dict[NodeKey, float],
               asked: dict[tuple[str, str, str], Any], frames: dict[str, pl.DataFrame],
-              settings: dict[str, Any], ctx: PlanContext) -> Recommendation | None:
+              settings: dict[str, Any], ctx: PlanContext, hosts: dict[tuple[Any, ...], _Hosts]
+              ) -> Recommendation | None:
         current = topo.span(cluster, [p.node for p in pods])
         model = pods[0].gpu_model
         mine = [_Pod(p.pod, p.node, num(p.gpus)) for p in pods]
         own: dict[str, float] = defaultdict(float)
         for p in mine:
             own[p.node] += p.gpus
-        free: dict[str, float] = {}
-        for key, n in nodes.items():
-            c, name = key
-            if c != cluster or n.gpu_model != model or n.is_mig or ctx.ledger.is_released(key):
-                continue
-            if n.capacity_type != pods[0].capacity_type:  # same price terms
-                continue
-            if (n.sharing_strategy or "none") not in ("none", "") or n.device_plugin_config:
-                continue
-            if ctx.is_sharing_host(key):  # a sharing host of this plan: its GPUs are shared
-                continue
-            shared = ctx.partitioned_gpus(key)  # GPUs this plan partitions for shared work
-            free[name] = max(0.0, num(n.gpu_count) - held[key] - shared + own.get(name, 0.0))
-        best = tightest_fit(topo, cluster, mine, free, current)
+        terms = (cluster, model, pods[0].capacity_type)
+        eligible = hosts.get(terms)
+        if eligible is None:  # the same for every gang of these terms: nothing here changes while the rule runs
+            eligible = hosts[terms] = _Hosts(_eligible_hosts(cluster, model, pods[0].capacity_type, nodes, held, ctx))
+        free = {name: max(0.0, rest + own.get(name, 0.0)) for name, rest in eligible.rest}
+        best = tightest_fit(topo, cluster, mine, free, current, eligible.domains)
         if best is None:
             return None
         level, domain, placement = best
@@ -191,19 +185,56 @@ class TopologyRule(Rule):
         )
 
 
+@dataclass
+class _Hosts:
+    """The nodes gangs of one cluster, GPU model and price terms may be placed on: each with its
+    GPUs free of other pods and of the plan's sharing, and (filled as levels are asked) the nodes
+    of each domain per level."""
+
+    rest: list[tuple[str, float]]
+    domains: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
+
+
+def _eligible_hosts(cluster: str, model: Any, capacity_type: Any, nodes: dict[NodeKey, Row],
+                    held: dict[NodeKey, float], ctx: PlanContext) -> list[tuple[str, float]]:
+    """(node, GPUs left once what other pods hold and the plan shares is taken) of the whole-GPU
+    nodes of ``cluster`` with the gang's model and price terms that the plan keeps."""
+    out = []
+    for key, n in nodes.items():
+        c, name = key
+        if c != cluster or n.gpu_model != model or n.is_mig or ctx.ledger.is_released(key):
+            continue
+        if n.capacity_type != capacity_type:  # same price terms
+            continue
+        if (n.sharing_strategy or "none") not in ("none", "") or n.device_plugin_config:
+            continue
+        if ctx.is_sharing_host(key):  # a sharing host of this plan: its GPUs are shared
+            continue
+        shared = ctx.partitioned_gpus(key)  # GPUs this plan partitions for shared work
+        out.append((name, num(n.gpu_count) - held[key] - shared))
+    return out
+
+
 def tightest_fit(topo: Topology, cluster: str, pods: list[_Pod], free: dict[str, float],
-                 current: str) -> tuple[str, str, list[dict[str, Any]]] | None:
+                 current: str, domains: dict[str, list[tuple[str, list[str]]]] | None = None,
+                 ) -> tuple[str, str, list[dict[str, Any]]] | None:
     """The tightest domain, strictly tighter than ``current``, that can hold every pod (first fit
-    decreasing over its nodes' free GPUs), preferring the domain that keeps most pods in place."""
+    decreasing over its nodes' free GPUs), preferring the domain that keeps most pods in place.
+    ``domains``: the nodes of ``free`` per domain of each level, kept across calls on the same nodes."""
     for level in topo.levels[:topo.rank(current)]:
-        groups: dict[str, list[str]] = defaultdict(list)
-        for node in free:
-            dom = node if level == "node" else topo.of(cluster, node).domain(level)
-            if dom is not None:
-                groups[dom].append(node)
+        grouped = domains.get(level) if domains is not None else None
+        if grouped is None:
+            groups: dict[str, list[str]] = defaultdict(list)
+            for node in free:
+                dom = node if level == "node" else topo.of(cluster, node).domain(level)
+                if dom is not None:
+                    groups[dom].append(node)
+            grouped = sorted(groups.items())
+            if domains is not None:
+                domains[level] = grouped
         options = []
         need = sum(p.gpus for p in pods) - 1e-9 * len(pods)
-        for dom, members in sorted(groups.items()):
+        for dom, members in grouped:
             if sum(free[n] for n in members) < need:
                 continue  # first fit cannot place more GPUs than the domain has free
             placement = first_fit(pods, {n: free[n] for n in members})

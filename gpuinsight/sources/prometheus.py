@@ -350,11 +350,13 @@ class PrometheusSource:
         first (bad input naming the series); returns the rest (cAdvisor, Kueue, HAMi, serving,
         energy) and the pods and nodes rows; the nodes and pod placements join the evidence for
         placing the chunk's GPUs."""
-        frames = [(q.metric, f.result()[1]) for q, f in answers]
-        groups = transform_groups(metric for metric, _ in frames)
+        groups = transform_groups(q.metric for q, _ in answers)
 
         def of(group: str) -> pl.DataFrame:
-            return concat_series([frame for metric, frame in frames if metric in groups[group]])
+            # waits for the group's own answers only: the transforms start once the
+            # kube-state-metrics answers are in, while the others (energy, serving, cAdvisor,
+            # which only the loads read) are still on the wire
+            return concat_series([f.result()[1] for q, f in answers if q.metric in groups[group]])
 
         check_ksm_values(of("checked"), SOURCE)
         self.directory.add_series(of("placements"))

@@ -63,6 +63,7 @@ NOT_MIG = (None, "", "all-disabled")
 CONFIG = Ref("ConfigMap", "gpu-operator", "custom-mig-config")
 CONFIG_KEY = "config.yaml"
 PLANNED = "mig.node-configs"  # state.planned: config name -> entries, every node config of the plan
+CONFIG_TEXT = "mig.config-text"  # state.planned: the whole config's errors and text, for the planned configs
 
 
 @cache
@@ -174,20 +175,34 @@ def _config_step(rec: Recommendation, state: ClusterState, name: str) -> list[di
     live = observed["fields"].get(ptr)
     if observed.get("exists") is None and live is None:
         observed = {**observed, "exists": False}  # not seen: planned as absent, apply refuses if it exists
-    base = yaml.safe_load(live if isinstance(live, str) else default_config()) or {}
-    doc = {"version": base.get("version", "v1"), "mig-configs": dict(base.get("mig-configs") or {})}
-    doc["mig-configs"].update({k: planned[k] for k in sorted(planned)})
-    errors = spec_errors(doc)
+    errors, text = _config_text(state, live if isinstance(live, str) else None, planned)
     if errors:
         raise fail(rec, "proposed.node_layout", f"not a valid mig-parted config: {errors[0]}")
-    if isinstance(live, str) and yaml.safe_load(live) == doc:
+    if text is None:  # the live config is that already
         return []
-    text = yaml.safe_dump(doc, sort_keys=False)
     cfg = CONFIG.skeleton() | {"data": {CONFIG_KEY: text}}
     return [model.k8s_apply(cfg, "config", f"ConfigMap {CONFIG.namespace}/{CONFIG.name}: mig-parted configs "
                                            f"{', '.join(sorted(planned))} (per-GPU layouts; "
                                            + ("the live configs kept)" if live else "mig-manager's defaults kept)"),
                             observed)]
+
+
+def _config_text(state: ClusterState, live: str | None, planned: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The whole config with every planned node config (the live entries kept, else mig-manager's
+    defaults): its format errors, and its YAML text (None when the live config is that already).
+    Computed once per plan and live config: every repartitioning finding writes the same whole
+    config, and parsing and writing its YAML in pure Python was most of ``recommend``'s time."""
+    key = (live, repr(sorted(planned.items())))
+    cached = state.planned.get(CONFIG_TEXT)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    base = yaml.safe_load(live if live is not None else default_config()) or {}
+    doc = {"version": base.get("version", "v1"), "mig-configs": dict(base.get("mig-configs") or {})}
+    doc["mig-configs"].update({k: planned[k] for k in sorted(planned)})
+    errors = spec_errors(doc)
+    text = None if errors or (live is not None and yaml.safe_load(live) == doc) else yaml.safe_dump(doc, sort_keys=False)
+    state.planned[CONFIG_TEXT] = (key, (errors, text))
+    return errors, text
 
 
 def _workload_patch(rec: Recommendation, state: ClusterState, ref: Ref, resource: str | None,
