@@ -10,7 +10,13 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
   their rollups, the pod history and nodes as seen at the end of day 29, the prices, the models
   built), then day 30 collected by the daily job itself (below), so the warehouse is what the job
   left yesterday (pods and nodes as the collectors describe them: the generated inventory files
-  carry fewer of their columns, and a first collection changes every live pod once);
+  carry fewer of their columns, and a first collection changes every live pod once). The
+  exposition is written in one pass as gzip chunks of ``--chunk-hours`` (10,000 GPUs: about
+  15 GB a day uncompressed), each unpacked and backfilled on its own (several block sets in one
+  data directory), so the disk never holds the days uncompressed. With ``--workdir`` the
+  Prometheus data and yesterday's warehouse are kept there and reused by the next run of the
+  same fleet and code (the warehouse is keyed by a hash of the loaders', models' and schema's
+  sources: other code builds it anew);
 * the day-31 cycle, each stage a fresh child process (wall time, CPU time and peak RSS from
   ``wait4``): ``collect`` (``GpuInsight.collect_prometheus`` of day 31 from that server and the
   kubectl dumps, as the CronJob in ``deploy/`` collects Prometheus then Kubernetes, in one write
@@ -28,9 +34,12 @@ Last line: ``daily: <GPUs> GPUs, day 31: <s> s = <pct> % of the full pipeline (<
 (peak: the largest peak RSS of the cycle's stages).
 
     python bench/daily.py [--gpus 10000] [--days 30] [--interval 300] [--workdir DIR] [--keep-db FILE]
+                          [--chunk-hours 6] [--setup-only]
 
 ``--keep-db FILE``: a copy of yesterday's warehouse (day ``--days`` collected, before the
-measured day) is left at FILE, to profile the day's stages on it afterwards.
+measured day) is left at FILE, to profile the day's stages on it afterwards. ``--setup-only``:
+build (or check) the Prometheus data and yesterday's warehouse in ``--workdir`` and stop (a
+large fleet's setup in its own run; the measured run reuses them).
 
 Needs promtool and prometheus on PATH (``apt-get install prometheus``). Prints figures; it is
 not a test.
@@ -39,9 +48,11 @@ not a test.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,7 +65,8 @@ sys.path.insert(0, str(HERE.parent))
 import polars as pl  # noqa: E402
 
 from bench.pipeline import run_stage, stage_recommend, stage_report  # noqa: E402
-from tests.samplegen import FleetSpec, build_fleet, write_openmetrics  # noqa: E402
+from tests.samplegen import FleetSpec, build_fleet  # noqa: E402
+from tests.samplegen.openmetrics import write_openmetrics_split  # noqa: E402
 
 DAY_S = 86400
 
@@ -129,8 +141,12 @@ def stage_models_full(db: Path) -> dict:
     return {"rows": len(built)}
 
 
-def day31_tsdb(workdir: Path, meta: dict, days: float) -> Path:
-    """A Prometheus TSDB holding the last day of the fleet (built once per fleet, reused)."""
+def day31_tsdb(workdir: Path, meta: dict, days: float, chunk_hours: int = 6) -> Path:
+    """A Prometheus TSDB holding the last two days of the fleet (built once per fleet, reused).
+
+    The exposition is written in one pass as gzip chunks of ``chunk_hours``; each is unpacked,
+    backfilled and deleted in turn, and marked done, so an interrupted setup resumes where it
+    stopped."""
     from tests.prom_server import backfill
 
     tsdb = workdir / f"days{int(days)}-{int(days) + 1}-tsdb"
@@ -138,18 +154,63 @@ def day31_tsdb(workdir: Path, meta: dict, days: float) -> Path:
     want = {k: meta[k] for k in ("gpus_asked", "days", "interval_s", "seed", "format")}
     if marker.is_file() and json.loads(marker.read_text()) == want:
         return tsdb
-    shutil.rmtree(tsdb, ignore_errors=True)
-    t0 = time.perf_counter()
     spec = FleetSpec.for_gpus(meta["gpus_asked"], days=meta["days"], interval_s=meta["interval_s"], seed=meta["seed"])
-    om = workdir / "day.om"
-    write_openmetrics(build_fleet(spec), om, gzip=False, first_step=int((days - 1) * DAY_S) // spec.interval_s)
-    written = time.perf_counter()
-    backfill(om, tsdb, timeout_s=6 * 3600, max_block_duration="24h")
-    om.unlink()
+    first = int((days - 1) * DAY_S) // spec.interval_s
+    per_chunk = max(1, chunk_hours * 3600 // spec.interval_s)
+    bounds = [*range(first, spec.steps, per_chunk), spec.steps]
+    chunks = workdir / f"{tsdb.name}-chunks"
+    plan = {**want, "bounds": bounds}
+    plan_file = chunks / "plan.json"
+    t0 = time.perf_counter()
+    if not (plan_file.is_file() and json.loads(plan_file.read_text()) == plan):
+        shutil.rmtree(tsdb, ignore_errors=True)
+        shutil.rmtree(chunks, ignore_errors=True)
+        chunks.mkdir(parents=True)
+        write_openmetrics_split(build_fleet(spec), [chunks / f"chunk-{j:03d}.om.gz" for j in range(len(bounds) - 1)],
+                                bounds)
+        plan_file.write_text(json.dumps(plan))
+        print(f"  days {int(days)}-{int(days) + 1}: OpenMetrics written in {len(bounds) - 1} gzip chunks in "
+              f"{time.perf_counter() - t0:.0f} s ({sum(p.stat().st_size for p in chunks.glob('*.gz')) / 2**30:.1f} GB)",
+              flush=True)
+    for j in range(len(bounds) - 1):
+        gz_path, done = chunks / f"chunk-{j:03d}.om.gz", chunks / f"chunk-{j:03d}.done"
+        if done.is_file():
+            continue
+        t1 = time.perf_counter()
+        om = chunks / f"chunk-{j:03d}.om"
+        with open(om, "wb") as out:
+            subprocess.run(["gzip", "-dc", str(gz_path)], stdout=out, check=True)
+        size = om.stat().st_size
+        backfill(om, tsdb, timeout_s=6 * 3600, max_block_duration="24h")
+        om.unlink()
+        gz_path.unlink()
+        done.touch()
+        print(f"  chunk {j + 1}/{len(bounds) - 1} backfilled ({size / 2**30:.1f} GB) in {time.perf_counter() - t1:.0f} s",
+              flush=True)
     marker.write_text(json.dumps(want))
-    print(f"  days {int(days)}-{int(days) + 1} in Prometheus: OpenMetrics written in {written - t0:.0f} s, "
-          f"backfilled in {time.perf_counter() - written:.0f} s (setup, not timed)", flush=True)
+    shutil.rmtree(chunks)
+    print(f"  days {int(days)}-{int(days) + 1} in Prometheus in {time.perf_counter() - t0:.0f} s (setup, not timed)",
+          flush=True)
     return tsdb
+
+
+# sources that only read a warehouse, or rebuild its models the way a full rebuild would
+# (sql/incremental.py: tests/test_incremental.py holds it to that)
+_READERS = ("gpuinsight/rules/", "gpuinsight/reports/", "gpuinsight/plan/", "gpuinsight/actions/",
+            "gpuinsight/simulate/", "gpuinsight/cli.py", "gpuinsight/demo.py", "gpuinsight/sql/incremental.py")
+
+
+def code_hash() -> str:
+    """A hash of the sources that decide what a warehouse holds: the loaders, models and schema."""
+    root = HERE.parent
+    digest = hashlib.sha256()
+    files = sorted([*root.glob("queries/**/*.sql"), *root.glob("gpuinsight/**/*.py")])
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(_READERS):
+            continue
+        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def main() -> None:
@@ -158,6 +219,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_fleet_args(ap, gpus=10_000, days=30, interval=300)
     ap.add_argument("--keep-db", type=Path, help="leave a copy of yesterday's warehouse here")
+    ap.add_argument("--chunk-hours", type=int, default=6,
+                    help="hours of the exposition per promtool backfill (bounds the disk the setup takes)")
+    ap.add_argument("--setup-only", action="store_true",
+                    help="build or check the Prometheus data and yesterday's warehouse in --workdir, then stop")
     ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
@@ -166,7 +231,7 @@ def main() -> None:
     ap.add_argument("--until", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.stage == "tsdb":
-        day31_tsdb(a.workdir, json.loads((a.files / "manifest.json").read_text()), a.days)
+        day31_tsdb(a.workdir, json.loads((a.files / "manifest.json").read_text()), a.days, a.chunk_hours)
         return
     if a.stage == "base":
         print(json.dumps(stage_base(a.db, a.files, a.days)))
@@ -184,10 +249,14 @@ def main() -> None:
     from tests.prom_server import prometheus_server
 
     gi_cli = [sys.executable, "-m", "gpuinsight.cli"]
-    with tempfile.TemporaryDirectory(prefix="gi-daily-") as tmp_s:
+    if a.setup_only and not a.workdir:
+        raise SystemExit("--setup-only keeps what it builds in --workdir: name one")
+    if a.workdir:
+        a.workdir.mkdir(parents=True, exist_ok=True)
+    # the scratch warehouses beside the kept data (a 10,000-GPU warehouse is some 5 GB)
+    with tempfile.TemporaryDirectory(prefix="gi-daily-", dir=a.workdir) as tmp_s:
         tmp = Path(tmp_s)
         workdir = a.workdir or tmp
-        workdir.mkdir(parents=True, exist_ok=True)
         root = workdir / "fleet"
         files = write_fleet_files(root, a.gpus, a.days + 1, a.interval, log=True)
         m = files.meta
@@ -203,22 +272,41 @@ def main() -> None:
         # in a child: the fleet it builds would otherwise stay in this process, and every stage started
         # from it would inherit its peak RSS (the kernel carries the parent's high-water mark into ru_maxrss)
         r = run_stage("tsdb", [sys.executable, __file__, "--files", str(root), "--days", str(a.days),
-                               "--interval", str(a.interval), "--workdir", str(workdir), "--stage", "tsdb"], tmp)
+                               "--interval", str(a.interval), "--workdir", str(workdir), "--stage", "tsdb",
+                               "--chunk-hours", str(a.chunk_hours)], tmp)
         print(r["stdout"].rstrip() or "  days in Prometheus: reused", flush=True)
         tsdb = workdir / f"days{int(a.days)}-{int(a.days) + 1}-tsdb"
-        base = run_stage("base", [*me, "--db", str(daily_db), "--stage", "base"], tmp)
-        print(f"setup: days 1-{int(a.days) - 1} loaded and modelled in {base['seconds']:.0f} s "
-              f"(peak {base['peak_mb'] / 1024:.1f} GB), not timed", flush=True)
+        # yesterday's warehouse, kept in the workdir for the next run of this fleet and code
+        kept_db, kept_marker = workdir / f"day{int(a.days)}.duckdb", workdir / f"day{int(a.days)}.json"
+        want = {"fleet": {k: m[k] for k in ("gpus_asked", "days", "interval_s", "seed", "format")},
+                "code": code_hash()}
+        reuse = a.workdir and kept_db.is_file() and kept_marker.is_file() \
+            and json.loads(kept_marker.read_text()) == want
 
         cycle: dict[str, dict] = {}
         with prometheus_server(tsdb, timeout_s=300) as url:
-            r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
-                                      "--since", yesterday.isoformat(), "--until", since.isoformat()], tmp)
-            info = json.loads(r["stdout"].strip().splitlines()[-1])
-            print(f"setup: day {int(a.days)} collected by the daily job in {r['seconds']:.0f} s (peak "
-                  f"{r['peak_mb'] / 1024:.1f} GB), not timed; {info['refresh']}", flush=True)
+            if reuse:
+                shutil.copy(kept_db, daily_db)
+                print(f"setup: day {int(a.days)}'s warehouse reused ({kept_db.name}: the same fleet and code)", flush=True)
+            else:
+                kept_db.unlink(missing_ok=True)
+                kept_marker.unlink(missing_ok=True)
+                base = run_stage("base", [*me, "--db", str(daily_db), "--stage", "base"], tmp)
+                print(f"setup: days 1-{int(a.days) - 1} loaded and modelled in {base['seconds']:.0f} s "
+                      f"(peak {base['peak_mb'] / 1024:.1f} GB), not timed", flush=True)
+                r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
+                                          "--since", yesterday.isoformat(), "--until", since.isoformat()], tmp)
+                info = json.loads(r["stdout"].strip().splitlines()[-1])
+                print(f"setup: day {int(a.days)} collected by the daily job in {r['seconds']:.0f} s (peak "
+                      f"{r['peak_mb'] / 1024:.1f} GB), not timed; {info['refresh']}", flush=True)
+                if a.workdir:
+                    shutil.copy(daily_db, kept_db)
+                    kept_marker.write_text(json.dumps(want))
             if a.keep_db:
                 shutil.copy(daily_db, a.keep_db)
+            if a.setup_only:
+                print(f"setup kept in {workdir}")
+                return
             r = run_stage("collect", [*me, "--db", str(daily_db), "--stage", "collect", "--url", url,
                                       "--since", since.isoformat(), "--until", until.isoformat()], tmp)
             info = json.loads(r["stdout"].strip().splitlines()[-1])
@@ -228,20 +316,10 @@ def main() -> None:
         daily_plan = cycle["recommend"]["out"].read_bytes()
         cycle["report"] = stage_report(gi_cli, daily_db, tmp)
 
-        full: dict[str, dict] = {}
-        r = run_stage("full-load", [*me, "--db", str(full_db), "--stage", "full-load"], tmp)
-        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "all days, inventory, dumps"
-        full["load"] = r
-        r = run_stage("models", [*me, "--db", str(full_db), "--stage", "models-full"], tmp)
-        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "models rebuilt"
-        full["models"] = r
-        full["recommend"] = stage_recommend(gi_cli, full_db, tmp)
-        full["report"] = stage_report(gi_cli, full_db, tmp)
-        full_db.unlink(missing_ok=True)
-
         # the same day-31 warehouse, its models rebuilt from scratch: the same plan?
+        # (the day's warehouse itself: its cycle is done; one 10,000-GPU warehouse less on disk)
         check_db = tmp / "check.duckdb"
-        shutil.copy(daily_db, check_db)
+        daily_db.rename(check_db)
         run_stage("check-models", [*me, "--db", str(check_db), "--stage", "models-full"], tmp)
         check = stage_recommend(gi_cli, check_db, tmp)
         same = check["out"].read_bytes() == daily_plan
@@ -253,6 +331,18 @@ def main() -> None:
             for line in plan_differences(daily_plan, check["out"].read_bytes()):
                 print(f"  differs: {line}")
             print(f"  both plans kept in {kept}")
+        check_db.unlink()
+
+        full: dict[str, dict] = {}
+        r = run_stage("full-load", [*me, "--db", str(full_db), "--stage", "full-load"], tmp)
+        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "all days, inventory, dumps"
+        full["load"] = r
+        r = run_stage("models", [*me, "--db", str(full_db), "--stage", "models-full"], tmp)
+        r["rows"], r["what"] = json.loads(r["stdout"].strip().splitlines()[-1])["rows"], "models rebuilt"
+        full["models"] = r
+        full["recommend"] = stage_recommend(gi_cli, full_db, tmp)
+        full["report"] = stage_report(gi_cli, full_db, tmp)
+        full_db.unlink(missing_ok=True)
 
         print(f"{'stage':<18} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9} {'rows':>13}  what")
         for title, stages in ((f"day {day}", cycle), ("full pipeline", full)):

@@ -9,16 +9,24 @@
 --   region's $/kWh and carbon intensity (energy_rates; '*' where the region is not listed).
 --   In the cloud the energy is inside the instance price: usd is what that energy is worth at the
 --   rate, not a cost on top (docs/models.md, "Energy"). Groups are per cluster (the same
---   namespace in two clusters is two rows).
+--   namespace in two clusters is two rows). A node's region is its zone without its letter
+--   (us-east-1a -> us-east-1).
 WITH r AS (SELECT * FROM energy_rates),
+n AS (
+    SELECT cluster, node, node_pool,
+           CASE WHEN regexp_matches(zone, '^[a-z]+-[a-z]+-[0-9]+[a-z]$') THEN left(zone, -1)
+                WHEN regexp_matches(zone, '^[a-z]+-[a-z]+[0-9]+-[a-z]$') THEN left(zone, -2)
+                ELSE zone END AS region
+    FROM nodes
+),
 x AS (
     SELECT e.*, coalesce(r.usd_per_kwh, d.usd_per_kwh) AS usd_per_kwh,
            coalesce(r.kg_co2e_per_kwh, d.kg_co2e_per_kwh) AS kg_co2e_per_kwh,
            n.node_pool
     FROM energy_hourly e
-    LEFT JOIN r ON r.region = e.region
+    LEFT JOIN n ON n.cluster = e.cluster AND n.node = e.node
+    LEFT JOIN r ON r.region = n.region
     LEFT JOIN r d ON d.region = '*'
-    LEFT JOIN nodes n ON n.cluster = e.cluster AND n.node = e.node
     WHERE e.hour >= coalesce($since, '-infinity'::TIMESTAMP) AND e.hour < coalesce($until, 'infinity'::TIMESTAMP)
       AND ($cluster IS NULL OR e.cluster = $cluster)
 )

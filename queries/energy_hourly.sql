@@ -1,8 +1,11 @@
 -- name: energy_hourly
 -- grain: one row per cluster, clock hour, node and holder (namespace, workload; NULL = no holder)
+-- param: hour_from TIMESTAMP = NULL -- the first hour to build (a refresh rebuilds the hours a load touched)
+-- param: hour_to TIMESTAMP = NULL -- the hour after the last to build
 -- materialize: table
+-- partition: hour
 -- depends: pod_gpu_allocations, pod_gpu_shares
--- columns: cluster, hour, node, region, namespace, workload_kind, workload, queue, cluster_queue, team,
+-- columns: cluster, hour, node, namespace, workload_kind, workload, queue, cluster_queue, team,
 --   energy_kwh, energy_kwh_from_counter, gpus
 -- description: GPU energy per holder and hour. A GPU-step's joules come from DCGM's energy counter
 --   (gpu_energy_samples, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION) where scraped, else its power
@@ -11,8 +14,13 @@
 --   slices / 7, a pod holding part of a GPU by time-slicing, MPS, a vGPU (HAMi, Volcano), a KAI
 --   fraction or a shared DRA claim its share (pod_gpu_shares), other pods measured on one GPU
 --   equal parts; never more than the GPU between them, and the rest (an idle GPU, free MIG
---   instances, shares nobody holds) has no holder. region is the node's zone without its letter
---   (us-east-1a -> us-east-1), for energy_rates.
+--   instances, shares nobody holds) has no holder. A holder is the pod DCGM names; its workload,
+--   queue, team and share are those of the pod of that name that held GPUs for most of the hour
+--   (pod_gpu_allocations; a name reused by a restart is the incarnation running then, the tie
+--   to the one holding it later in the hour, then the larger uid); a pod no allocation covers that hour is
+--   its own workload (kind Pod, team its namespace). So an hour's rows depend only on that
+--   hour's samples and the allocations covering it: the refresh rebuilds only the hours a load
+--   changed. The node's region (energy_rates) is looked up by energy_by.
 WITH gk AS (
     -- the samples' GPU keys (a GPU or one of its MIG instances) and, as gid, the physical GPU:
     -- everything below joins and partitions integers, the names are looked up at the end
@@ -25,23 +33,42 @@ gpus AS (
 s AS NOT MATERIALIZED (
     SELECT k.gid, f.gpu_key, k.mig_instance, f.ts, f.node_key, f.pod_key, f.label_key, f.step_s, f.power_w
     FROM gpu_sample_facts f JOIN gk k USING (gpu_key)
+    WHERE f.ts >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND f.ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
 ),
 e AS MATERIALIZED (
     SELECT s.gid, s.ts, any_value(s.node_key) AS node_key, max(s.step_s) AS step_s,
            coalesce(any_value(c.energy_j), max(s.power_w) * max(s.step_s)) AS joules,
            any_value(c.energy_j) IS NOT NULL AS from_counter
     FROM s
-    LEFT JOIN (SELECT g.gid, c.ts, c.energy_j FROM gpu_energy_samples c JOIN gpus g USING (cluster, gpu_uuid)) c
+    LEFT JOIN (SELECT g.gid, c.ts, c.energy_j
+               FROM gpu_energy_samples c JOIN gpus g USING (cluster, gpu_uuid)
+               WHERE c.ts >= coalesce($hour_from, '-infinity'::TIMESTAMP)
+                 AND c.ts < coalesce($hour_to, 'infinity'::TIMESTAMP)) c
            ON c.gid = s.gid AND c.ts = s.ts
     GROUP BY s.gid, s.ts
 ),
+held_by AS MATERIALIZED (
+    -- per pod name and hour, the pod of that name whose allocation covered most of the hour (every
+    -- order key clipped to the hour, so only the allocations covering it decide)
+    SELECT ph.pod_key, ph.hour, a.cluster, a.uid, a.workload_kind, a.workload, a.queue, a.cluster_queue, a.team
+    FROM (SELECT DISTINCT pod_key, date_trunc('hour', ts) AS hour FROM s) ph
+    JOIN pod_keys k USING (pod_key)
+    JOIN pod_gpu_allocations a
+      ON a.cluster = k.cluster AND a.namespace = k.namespace AND a.pod = k.pod
+     AND a.start_ts < ph.hour + INTERVAL 1 HOUR AND coalesce(a.end_ts, 'infinity'::TIMESTAMP) > ph.hour
+    QUALIFY row_number() OVER (
+        PARTITION BY ph.pod_key, ph.hour
+        ORDER BY least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR)
+                     - greatest(a.start_ts, ph.hour) DESC,
+                 least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR) DESC,
+                 greatest(a.start_ts, ph.hour) DESC, a.uid DESC) = 1
+),
 fractional AS (
-    -- the part of one GPU a pod holds where it holds part of one (pod_gpu_shares)
-    SELECT k.pod_key, max(s.share) AS share
-    FROM pods p
-    JOIN pod_gpu_shares s ON s.cluster = p.cluster AND s.uid = p.uid
-    JOIN pod_keys k ON k.cluster = p.cluster AND k.namespace = p.namespace AND k.pod = p.name
-    WHERE s.kind IN ('timeslice', 'mps', 'vgpu', 'kai') OR (s.kind = 'dra' AND s.share < 1)
+    -- the part of one GPU that pod holds where it holds part of one (pod_gpu_shares)
+    SELECT b.pod_key, b.hour, max(sh.share) AS share
+    FROM held_by b
+    JOIN pod_gpu_shares sh ON sh.cluster = b.cluster AND sh.uid = b.uid
+    WHERE sh.kind IN ('timeslice', 'mps', 'vgpu', 'kai') OR (sh.kind = 'dra' AND sh.share < 1)
     GROUP BY ALL
 ),
 mig AS (
@@ -55,7 +82,7 @@ h AS (
                 ELSE 1.0 / count(*) OVER (PARTITION BY g.gpu_key, g.ts) END AS share
     FROM s g
     JOIN mig m USING (label_key)
-    LEFT JOIN fractional f USING (pod_key)
+    LEFT JOIN fractional f ON f.pod_key = g.pod_key AND f.hour = date_trunc('hour', g.ts)
     WHERE g.pod_key NOT IN (SELECT pod_key FROM pod_keys WHERE pod = '')
 ),
 hn AS MATERIALIZED (
@@ -79,31 +106,16 @@ hourly AS (
     FROM parts
     WHERE joules IS NOT NULL
     GROUP BY ALL
-),
-named AS (
-    SELECT g.cluster, p.hour, nk.node, p.gid, pk.namespace, pk.pod, p.joules, p.joules_from_counter
-    FROM hourly p
-    JOIN gpus g USING (gid)
-    LEFT JOIN node_keys nk USING (node_key)
-    LEFT JOIN pod_keys pk USING (pod_key)
-),
-w AS (
-    SELECT cluster, namespace, pod, arg_max(workload_kind, end_ts) AS workload_kind, arg_max(workload, end_ts) AS workload,
-           arg_max(queue, end_ts) AS queue, arg_max(cluster_queue, end_ts) AS cluster_queue,
-           arg_max(team, end_ts) AS team
-    FROM pod_gpu_allocations
-    GROUP BY ALL
 )
-SELECT p.cluster, p.hour, p.node,
-       CASE WHEN regexp_matches(n.zone, '^[a-z]+-[a-z]+-[0-9]+[a-z]$') THEN left(n.zone, -1)
-            WHEN regexp_matches(n.zone, '^[a-z]+-[a-z]+[0-9]+-[a-z]$') THEN left(n.zone, -2)
-            ELSE n.zone END AS region,
-       p.namespace, coalesce(w.workload_kind, CASE WHEN p.pod IS NOT NULL THEN 'Pod' END) AS workload_kind,
-       coalesce(w.workload, p.pod) AS workload, w.queue, w.cluster_queue, coalesce(w.team, p.namespace) AS team,
+SELECT g.cluster, p.hour, nk.node, pk.namespace,
+       coalesce(b.workload_kind, CASE WHEN pk.pod IS NOT NULL THEN 'Pod' END) AS workload_kind,
+       coalesce(b.workload, pk.pod) AS workload, b.queue, b.cluster_queue, coalesce(b.team, pk.namespace) AS team,
        sum(p.joules) / 3.6e6 AS energy_kwh,
        sum(p.joules_from_counter) / 3.6e6 AS energy_kwh_from_counter,
        count(DISTINCT p.gid) AS gpus
-FROM named p
-LEFT JOIN w ON w.cluster = p.cluster AND w.namespace = p.namespace AND w.pod = p.pod
-LEFT JOIN nodes n ON n.cluster = p.cluster AND n.node = p.node
+FROM hourly p
+JOIN gpus g USING (gid)
+LEFT JOIN node_keys nk USING (node_key)
+LEFT JOIN pod_keys pk USING (pod_key)
+LEFT JOIN held_by b ON b.pod_key = p.pod_key AND b.hour = p.hour
 GROUP BY ALL

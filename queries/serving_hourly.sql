@@ -1,6 +1,9 @@
 -- name: serving_hourly
 -- grain: one row per cluster, clock hour, namespace, workload, model name and server an inference server reported
+-- param: hour_from TIMESTAMP = NULL -- the first hour to build (a refresh rebuilds the hours a load touched)
+-- param: hour_to TIMESTAMP = NULL -- the hour after the last to build
 -- materialize: table
+-- partition: hour
 -- depends: allocation_hourly, waste_hourly
 -- columns: cluster, hour, namespace, workload_kind, workload, queue, team, model_name, server, held_gpu,
 --   pods, prompt_tokens, generation_tokens, tokens, requests, ttft_p95_s, itl_p95_s, kv_cache_usage_avg,
@@ -22,13 +25,17 @@ WITH s AS (
                AS kv_cache_usage_avg,
            sum(step_s) AS reported_s
     FROM serving_samples
+    WHERE ts >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 held AS (
-    -- the pod-hours that held GPUs, and the workload each pod belongs to
-    SELECT cluster, hour, namespace, pod, arg_max(workload_kind, covered_s) AS workload_kind,
-           arg_max(workload, covered_s) AS workload, arg_max(queue, covered_s) AS queue, arg_max(team, covered_s) AS team
+    -- the pod-hours that held GPUs, and the workload each pod belongs to: the pod of that name that
+    -- held them longest that hour (a tie by uid, so every build picks the same one)
+    SELECT cluster, hour, namespace, pod, arg_max(workload_kind, {'s': covered_s, 'uid': uid}) AS workload_kind,
+           arg_max(workload, {'s': covered_s, 'uid': uid}) AS workload,
+           arg_max(queue, {'s': covered_s, 'uid': uid}) AS queue, arg_max(team, {'s': covered_s, 'uid': uid}) AS team
     FROM allocation_hourly
+    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY cluster, hour, namespace, pod
 ),
 activity AS (
@@ -36,6 +43,7 @@ activity AS (
            sum(gr_active_avg * gpu_hours) / nullif(sum(gpu_hours) FILTER (WHERE gr_active_avg IS NOT NULL), 0)
                AS gr_active_avg
     FROM allocation_hourly
+    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 cost AS (
@@ -43,6 +51,7 @@ cost AS (
            sum(usd) AS usd, sum(gpu_hours) AS gpu_hours, bool_or(price_missing) AS price_missing
     FROM waste_hourly
     WHERE bucket <> 'unallocated'
+      AND hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 attributed AS (

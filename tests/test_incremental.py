@@ -2,8 +2,10 @@
 equal a build from scratch: random fleets loaded in random chunks, with late data, re-collections
 that change values and hand GPU steps to other pods, pods that finish, vanish without a word
 (and are later said to have finished), restart or get new labels, HAMi vGPU pods moved to another
-device, time-sliced nodes, nodes that come and go, and a new price catalog; after every load every
-model is compared with a full rebuild of the same data."""
+device, time-sliced nodes, MIG nodes (pods on 3g instances, two to a GPU), GPUs whose DCGM energy
+counter is scraped (the rest integrate power), inference servers' tokens (on GPU pods and on a
+pod that holds none), nodes that come and go, and a new price catalog;
+after every load every model is compared with a full rebuild of the same data."""
 
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ import polars as pl
 import pytest
 
 import gpuinsight as gi
+from gpuinsight.sources.energy import KEY as ENERGY_KEY
 from gpuinsight.sources.prom.store import merge_spans
+from gpuinsight.sources.serving import COLUMNS as SERVING_COLUMNS
+from gpuinsight.sources.serving import KEY as SERVING_KEY
 from gpuinsight.warehouse.rollup import rebuild_rollups
 from gpuinsight.warehouse.samples import store_sample_rows
 
@@ -41,13 +46,16 @@ class World:
         self.told: set[str] = set()       # uids of vanished pods a dump later said finished
         for cluster in ["a", "b"][: rng.choice([1, 2])]:
             for n in range(rng.randint(2, 4)):
-                gpus = rng.choice([1, 4, 8])
-                shared = gpus > 1 and rng.random() < 0.3  # time-sliced: two replicas per GPU
+                # in each fleet: H100s in two 3g MIG instances each, a time-sliced node (two replicas per GPU)
+                mig = n == 0 and cluster == "a"
+                gpus = 8 if mig else 4 if n == 1 else rng.choice([1, 4, 8])
+                shared = not mig and gpus > 1 and (n == 1 or rng.random() < 0.3)
                 first = T0 + timedelta(hours=rng.choice([0, 0, rng.randint(1, 10)]))
                 gone = rng.random() < 0.2
                 last = first + timedelta(hours=rng.randint(4, 12)) if gone else None
                 node = dict(cluster=cluster, node=f"n{n}", gpus=gpus, shared=shared, first=first, last=last,
-                            capacity_type=rng.choice(["on-demand", "spot"]))
+                            capacity_type=rng.choice(["on-demand", "spot"]), mig=mig,
+                            counter=n % 2 == 1)  # its GPUs' energy counter is scraped (others: power)
                 self.nodes.append(node)
                 end_of_node = last or T0 + timedelta(hours=HOURS)
                 for p in range(rng.randint(1, 4)):
@@ -56,20 +64,21 @@ class World:
                         continue
                     end = start + timedelta(minutes=5 * rng.randint(6, 200))
                     end = None if end >= end_of_node and last is None else min(end, end_of_node)
-                    held = rng.sample(range(gpus), k=rng.randint(1, min(gpus, 3)))
-                    name = f"w{p % 2}-{n}-{p}" if rng.random() < 0.8 else f"w{p % 2}-{n}-0"  # restarts reuse a name
+                    # the devices it holds: GPUs, or on a MIG node instances (2 x GPU + 0 or 1)
+                    held = rng.sample(range(2 * gpus if mig else gpus), k=rng.randint(1, min(gpus, 3)))
+                    name = f"w{p % 2}-{n}-{p}" if rng.random() < 0.6 else f"w{p % 2}-{n}-0"  # restarts reuse a name
                     uid = f"uid-{cluster}-{n}-{p}"
-                    self.pods.append(dict(cluster=cluster, uid=uid, namespace=rng.choice(["ml", "web"]), name=name,
-                                          node=f"n{n}", gpus=held, start=start, end=end, shared=shared,
+                    self.pods.append(dict(cluster=cluster, uid=uid, namespace=["ml", "web"][p % 2], name=name,
+                                          node=f"n{n}", gpus=held, start=start, end=end, shared=shared, mig=mig,
                                           workload=f"wl{p % 3}", kind=rng.choice(["Job", "Deployment"]),
                                           vanish=end is not None and rng.random() < 0.5))
                     self.labels[uid] = json.dumps({"team": rng.choice(["x", "y"])})
-                if gpus >= 4 and not shared:  # HAMi vGPU pods: a share of one device each
+                if gpus >= 4 and not shared and not mig:  # HAMi vGPU pods: a share of one device each
                     for v in range(rng.randint(1, 3)):
                         uid = f"uid-{cluster}-{n}-v{v}"
                         start = first + timedelta(minutes=5 * rng.randint(0, 60))
                         self.pods.append(dict(cluster=cluster, uid=uid, namespace="ml", name=f"vgpu-{n}-{v}",
-                                              node=f"n{n}", gpus=[], start=start, end=None, shared=False,
+                                              node=f"n{n}", gpus=[], start=start, end=None, shared=False, mig=False,
                                               workload="vgpu", kind="Deployment", vanish=False))
                         self.labels[uid] = "{}"
                         self.device[uid] = rng.randrange(gpus)
@@ -83,9 +92,10 @@ class World:
             t = max(t0, node["first"])
             t = T0 + timedelta(seconds=math.ceil((t - T0).total_seconds() / STEP) * STEP)
             while t < min(t1, alive_to):
-                for gpu in range(node["gpus"]):
+                for dev in range(2 * node["gpus"] if node["mig"] else node["gpus"]):
+                    gpu, instance = (dev // 2, dev % 2) if node["mig"] else (dev, -1)
                     holders = [p for p in self.pods if p["cluster"] == node["cluster"] and p["node"] == node["node"]
-                               and gpu in p["gpus"] and p["start"] <= t and (p["end"] is None or t < p["end"])]
+                               and dev in p["gpus"] and p["start"] <= t and (p["end"] is None or t < p["end"])]
                     if variant and vr.random() < 0.1:  # a re-collection hands the GPU step to another pod
                         holders = [dict(namespace="ml", name="ghost")]
                     if vr.random() < 0.03:  # a step DCGM missed
@@ -93,15 +103,55 @@ class World:
                     for p in holders or [dict(namespace="", name="")]:
                         gr = round(vr.random() if p["name"] else vr.random() * 0.02, 4)
                         rows.append(dict(cluster=node["cluster"], ts=t, gpu_uuid=f"GPU-{node['cluster']}-{node['node']}-{gpu}",
-                                         mig_instance=-1, mig_profile="", node=node["node"], gpu_index=gpu,
+                                         mig_instance=instance, mig_profile="3g.40gb" if instance >= 0 else "",
+                                         node=node["node"], gpu_index=gpu,
                                          model_name="NVIDIA GPU", namespace=p["namespace"], pod=p["name"],
                                          container="c" if p["name"] else "", gr_active=gr,
                                          gr_active_max=min(1.0, gr + 0.1), sm_active=gr / 2, sm_active_max=gr,
                                          gpu_util=gr * 100, fb_used_mib=1000.0 + 100 * gr, fb_used_max_mib=2000.0,
-                                         fb_free_mib=20000.0, power_w=100.0, step_s=STEP))
+                                         fb_free_mib=20000.0, power_w=round(60 + 300 * gr, 1), step_s=STEP))
                 t += timedelta(seconds=STEP)
         return pl.DataFrame(rows, schema_overrides={"mig_instance": pl.Int32, "gpu_index": pl.Int32,
                                                     "step_s": pl.Int32}, infer_schema_length=None)
+
+    def energy(self, t0: datetime, t1: datetime, variant: int) -> pl.DataFrame:
+        """DCGM's energy counter of the GPUs of nodes that scrape it, joules per step (a
+        re-collection reads other values; a step here and there is missing)."""
+        rows = []
+        vr = random.Random(hash((self.seed, t0, variant, 1)))
+        for node in self.nodes:
+            if not node["counter"]:
+                continue
+            alive_to = node["last"] or T0 + timedelta(hours=HOURS)
+            t = max(t0, node["first"])
+            t = T0 + timedelta(seconds=math.ceil((t - T0).total_seconds() / STEP) * STEP)
+            while t < min(t1, alive_to):
+                for gpu in range(node["gpus"]):
+                    if vr.random() >= 0.05:
+                        rows.append(dict(cluster=node["cluster"], gpu_uuid=f"GPU-{node['cluster']}-{node['node']}-{gpu}",
+                                         ts=t, energy_j=round(STEP * vr.uniform(50, 400), 1), step_s=STEP))
+                t += timedelta(seconds=STEP)
+        return pl.DataFrame(rows, schema={"cluster": pl.Utf8, "gpu_uuid": pl.Utf8, "ts": pl.Datetime("us"),
+                                          "energy_j": pl.Float64, "step_s": pl.Int32})
+
+    def serving(self, t0: datetime, t1: datetime, variant: int) -> pl.DataFrame:
+        """Tokens served per step by the pods of workload wl0 while they run, and by a CPU proxy
+        pod all along (a re-collection reads other counts)."""
+        rows = []
+        vr = random.Random(hash((self.seed, t0, variant, 2)))
+        servers = [(p["cluster"], p["namespace"], p["name"], p["start"], p["end"])
+                   for p in self.pods if p["workload"] == "wl0"] + [("a", "ml", "proxy", T0, None)]
+        for cluster, namespace, pod, start, end in servers:
+            t = T0 + timedelta(seconds=math.ceil((max(t0, start) - T0).total_seconds() / STEP) * STEP)
+            while t < t1 and (end is None or t < end):
+                rows.append(dict(cluster=cluster, ts=t, namespace=namespace, pod=pod, model_name="m", server="vllm",
+                                 prompt_tokens=float(vr.randint(0, 5000)), generation_tokens=float(vr.randint(0, 2000)),
+                                 requests=float(vr.randint(0, 20)), ttft_p95_s=vr.uniform(0.1, 2), kv_cache_usage=0.5,
+                                 kv_cache_usage_max=0.7, step_s=STEP))
+                t += timedelta(seconds=STEP)
+        return pl.DataFrame(rows, schema_overrides=SERVING_COLUMNS, infer_schema_length=None) \
+            .with_columns(*(pl.lit(None, dtype).alias(c) for c, dtype in SERVING_COLUMNS.items()
+                            if not rows or c not in rows[0])).select(list(SERVING_COLUMNS))
 
     def pod_rows(self, t0: datetime, t1: datetime) -> pl.DataFrame:
         """The pods alive in [t0, t1) as seen at t1 (finished once it was seen to end)."""
@@ -112,12 +162,14 @@ class World:
             ended = p["end"] is not None and p["end"] <= t1
             said = ended and (not p["vanish"] or p["uid"] in self.told)  # a vanished pod's end is not reported
             vgpu = p["uid"] in self.device
+            mig = p["mig"] and bool(p["gpus"])
             # 60 % of the cores each: two on one device hold more than it (their shares are cut)
             claim = [{"kind": "vgpu", "device": f"GPU-{p['cluster']}-{p['node']}-{self.device[p['uid']]}",
                       "cores": 60, "mem_mib": 6000}] if vgpu else None
             rows.append(dict(cluster=p["cluster"], uid=p["uid"], namespace=p["namespace"], name=p["name"],
                              workload_kind=p["kind"], workload=p["workload"], node=p["node"],
-                             gpu_request=1.0 if vgpu else float(len(p["gpus"])), mig_profile=None, mig_request=0.0,
+                             gpu_request=1.0 if vgpu else 0.0 if mig else float(len(p["gpus"])),
+                             mig_profile="3g.40gb" if mig else None, mig_request=float(len(p["gpus"])) if mig else 0.0,
                              created=p["start"], scheduled=p["start"], started=p["start"],
                              finished=p["end"] if said else None, last_seen=min(p["end"], t1) if p["end"] else t1,
                              phase="Succeeded" if said else "Running", labels=self.labels[p["uid"]],
@@ -133,7 +185,8 @@ class World:
             it, model, usd = TYPES[n["gpus"]]
             rows.append(dict(cluster=n["cluster"], node=n["node"], instance_type=it, capacity_type=n["capacity_type"],
                              node_pool="pool", node_pool_kind="karpenter", gpu_model=model, gpu_count=n["gpus"],
-                             mig_config=None, zone="z1", gpu_replicas=2.0 if n["shared"] else None,
+                             mig_config="all-3g.40gb" if n["mig"] else None, zone="z1",
+                             gpu_replicas=2.0 if n["shared"] else None,
                              sharing_strategy="time-slicing" if n["shared"] else None,
                              first_seen=max(t0, n["first"]), last_seen=min(t1, alive_to) - timedelta(seconds=STEP)))
         return pl.DataFrame(rows, infer_schema_length=None)
@@ -151,6 +204,12 @@ def collect(g: gi.GpuInsight, world: World, t0: datetime, t1: datetime, variant:
     samples = world.samples(t0, t1, variant)
     with g.writing(), g.wh.transaction() as con:
         store_sample_rows(con, samples)
+        energy = world.energy(t0, t1, variant)
+        if energy.height:
+            g.wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
+        serving = world.serving(t0, t1, variant)
+        if serving.height:
+            g.wh.merge("serving_samples", serving, SERVING_KEY, con=con)
         merge_spans(g.wh, con, "pods", world.pod_rows(t0, t1), ["cluster", "uid"])
         merge_spans(g.wh, con, "nodes", world.node_rows(t0, t1), ["cluster", "node"])
         if samples.height:
@@ -251,6 +310,14 @@ def test_incremental_refresh_equals_a_build_from_scratch(tmp_path: Path, seed: i
             incremental += not g.models.last.full
             assert_same(model_rows(g), from_scratch(g), what)
         assert incremental >= 5  # the incremental path was taken, not only full rebuilds
+        # energy from the counter and from power, and held on the MIG node (n0 of cluster a)
+        counter, total, on_mig = g.sql("SELECT sum(energy_kwh_from_counter), sum(energy_kwh), sum(energy_kwh) FILTER "
+                                       "(WHERE cluster = 'a' AND node = 'n0' AND workload IS NOT NULL) "
+                                       "FROM energy_hourly").row(0)
+        assert 0 < counter < total and on_mig > 0
+        priced, unheld = g.sql("SELECT count(*) FILTER (WHERE held_gpu AND cost_usd > 0), count(*) FILTER (WHERE NOT "
+                               "held_gpu) FROM serving_hourly").row(0)
+        assert priced and unheld
         # a refresh with nothing loaded rebuilds no hour; a full one on demand changes nothing
         before = model_rows(g)
         g.refresh()
@@ -269,7 +336,7 @@ def test_a_day_appended_rebuilds_only_its_hours_and_the_hour_before(tmp_path: Pa
         collect(g, world, T0 + timedelta(hours=12), T0 + timedelta(hours=18), 0)
         hours = g.models.last.hours
         assert not g.models.last.full
-        for name in ("node_hours", "allocation_hourly", "waste_hourly"):
+        for name in ("node_hours", "allocation_hourly", "waste_hourly", "energy_hourly"):
             lo = min(a for a, _ in hours[name])
             # the new hours, and those where a pod or node still running at the old end ran on
             assert lo >= T0 + timedelta(hours=11), (name, hours[name])
@@ -282,9 +349,11 @@ def test_a_vgpu_pod_moved_to_another_device_rebuilds_the_hours_it_shared(tmp_pat
     both ran are rebuilt (the other pod's share is whole again)."""
     world = World(0)
     first = T0 + timedelta(hours=1)
-    world.nodes = [dict(cluster="a", node="n0", gpus=4, shared=False, first=T0, last=None, capacity_type="on-demand")]
+    world.nodes = [dict(cluster="a", node="n0", gpus=4, shared=False, first=T0, last=None, capacity_type="on-demand",
+                        mig=False, counter=False)]
     world.pods = [dict(cluster="a", uid=f"uid-v{v}", namespace="ml", name=f"vgpu-{v}", node="n0", gpus=[],
-                       start=first, end=None, shared=False, workload="vgpu", kind="Deployment", vanish=False)
+                       start=first, end=None, shared=False, mig=False, workload="vgpu", kind="Deployment",
+                       vanish=False)
                   for v in range(2)]
     world.labels = {"uid-v0": "{}", "uid-v1": "{}"}
     world.device = {"uid-v0": 0, "uid-v1": 0}

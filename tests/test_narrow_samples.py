@@ -25,7 +25,7 @@ def fleet() -> tuple[World, pl.DataFrame]:
     profile, one GPU index), a sample without node or GPU index, a GPU no pod holds."""
     world = World(3)
     samples = world.samples(T0, T0 + timedelta(hours=8), 0)
-    mig = (samples.filter(pl.col("gpu_index") == 0).head(40)
+    mig = (samples.filter((pl.col("gpu_index") == 0) & (pl.col("mig_instance") < 0)).head(40)  # of whole GPUs
            .with_columns(mig_instance=pl.lit(2, pl.Int32), mig_profile=pl.lit("1g.10gb"), pod=pl.lit("mig-pod"),
                          namespace=pl.lit("ml")))
     bare = samples.head(1).with_columns(node=pl.lit(None, pl.Utf8), gpu_index=pl.lit(None, pl.Int32),
@@ -43,9 +43,12 @@ def test_a_wide_warehouse_converts_in_place_keeping_every_figure(tmp_path: Path)
     old = tmp_path / "old.duckdb"
     con = duckdb.connect(str(old))
     migrate(con, before)
+    # the energy counter and serving samples a collection of those hours stores beside them (collect)
     for table, frame in (("gpu_samples", samples), ("pods", world.pod_rows(T0, T0 + timedelta(hours=8))),
                          ("nodes", world.node_rows(T0, T0 + timedelta(hours=8))),
-                         ("prices", prices("cat-1", 1.0, T0))):
+                         ("prices", prices("cat-1", 1.0, T0)),
+                         ("gpu_energy_samples", world.energy(T0, T0 + timedelta(hours=8), 0)),
+                         ("serving_samples", world.serving(T0, T0 + timedelta(hours=8), 0))):
         con.register("_f", frame.to_arrow())
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _f")
         con.unregister("_f")

@@ -11,7 +11,7 @@
 
 from gpuinsight.plan.ids import finding_id, stable_id
 from gpuinsight.plan.kinds import KINDS, RULE_NAMES, FindingKind, kind_of
-from gpuinsight.plan.model import HOURS_PER_MONTH, Plan, Recommendation, target_of
+from gpuinsight.plan.model import HOURS_PER_MONTH, Plan, Recommendation, steady_round, target_of
 
 __all__ = ["HOURS_PER_MONTH", "KINDS", "RULE_NAMES", "FindingKind", "Plan", "Recommendation", "finding_id",
-           "kind_of", "stable_id", "target_of"]
+           "kind_of", "stable_id", "steady_round", "target_of"]

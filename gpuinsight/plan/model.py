@@ -18,6 +18,17 @@ from gpuinsight.plan.kinds import RULE_NAMES
 
 # every dollar figure of a plan is per month of this many hours (the run rate of the window)
 HOURS_PER_MONTH = 730.0
+# a figure is first rounded to this many decimals, then to its own (steady_round)
+_SETTLE_DIGITS = 9
+
+
+def steady_round(x: float, digits: int) -> float:
+    """``round(x, digits)`` of a figure the models summed from floats, the same whatever order the
+    sum took: first to 9 decimals, which drops the last bits the order leaves (DuckDB adds in
+    parallel, and an incremental refresh stores rows in another order than a build from
+    scratch), so a value on a half-way digit (2.115, reached as 2.1149999999999998) rounds one
+    way every time instead of flipping between runs."""
+    return round(round(x, max(digits, _SETTLE_DIGITS)), digits)
 
 
 @dataclass
@@ -54,8 +65,8 @@ class Recommendation:
                 self.target["cluster"] = self.cluster
             elif own != self.cluster:
                 raise ValueError(f"finding {self.id}: target.cluster {own!r} is not its cluster {self.cluster!r}")
-        self.monthly_savings_usd = round(float(self.monthly_savings_usd), 2)
-        self.confidence = round(min(1.0, max(0.0, float(self.confidence))), 3)
+        self.monthly_savings_usd = steady_round(float(self.monthly_savings_usd), 2)
+        self.confidence = steady_round(min(1.0, max(0.0, float(self.confidence))), 3)
 
     def to_dict(self) -> dict[str, Any]:
         """The contract's object; its nested values are this recommendation's own (not copies)."""

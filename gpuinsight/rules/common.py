@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.config import DEFAULT_CLUSTER
-from gpuinsight.plan import HOURS_PER_MONTH
+from gpuinsight.plan import HOURS_PER_MONTH, steady_round
 from gpuinsight.rules.settings import Setting
 from gpuinsight.sql.rows import Row
 
@@ -70,11 +70,11 @@ def workload_ref(r: Row) -> dict[str, Any]:
 
 
 def pct(x: float | None) -> float | None:
-    return None if x is None else round(100.0 * x, 1)
+    return None if x is None else steady_round(100.0 * x, 1)
 
 
 def mib_to_gb(x: float | None) -> float | None:
-    return None if x is None else round(x / 1024.0, 2)
+    return None if x is None else steady_round(x / 1024.0, 2)
 
 
 def compute_peak_of(peak_p95: Any, gr_p95: Any, sm_p95: Any) -> float:

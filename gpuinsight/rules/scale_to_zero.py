@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from gpuinsight.keys import WorkloadKey
-from gpuinsight.plan import Recommendation, finding_id
+from gpuinsight.plan import Recommendation, finding_id, steady_round
 from gpuinsight.plan.kinds.scale_to_zero import SCALE_TO_ZERO, ScaleToZeroProposed
 from gpuinsight.plan.schema import WorkloadTarget
 from gpuinsight.rules.base import Rule
@@ -218,7 +218,7 @@ def week_profile(slots: list[dict[str, Any]] | None, field: str, scale: float) -
     for slot in slots or []:
         value = slot.get(field)
         if value is not None and 0 <= int(slot["how"]) < HOURS_PER_WEEK:
-            out[int(slot["how"])] = round(float(value) * scale, 2)
+            out[int(slot["how"])] = steady_round(float(value) * scale, 2)
     return out
 
 

@@ -69,7 +69,8 @@ from gpuinsight.sources.serving import CONFIG_KEY as SERVING_CONFIG_KEY
 from gpuinsight.sources.serving import KEY as SERVING_KEY
 from gpuinsight.sources.serving import is_serving, serving_config, serving_samples
 from gpuinsight.warehouse.db import Warehouse
-from gpuinsight.warehouse.rollup import rebuild_rollups
+from gpuinsight.warehouse.pending import note_hours
+from gpuinsight.warehouse.rollup import rebuild_rollups, rollup_scope
 from gpuinsight.warehouse.samples import (
     LABEL_ID,
     LABEL_TYPES,
@@ -671,8 +672,10 @@ def _load_one(
             rows["pod_cpu_samples"] = wh.merge("pod_cpu_samples", cpu, CPU_KEY, con=con)
         if serving.height:
             rows["serving_samples"] = wh.merge("serving_samples", serving, SERVING_KEY, con=con)
+            note_hours(con, *rollup_scope(serving)[0])  # serving_hourly's hours
         if energy.height:
             rows["gpu_energy_samples"] = wh.merge("gpu_energy_samples", energy, ENERGY_KEY, con=con)
+            note_hours(con, *rollup_scope(energy)[0])  # energy_hourly's hours, whatever samples came with them
         if kueue.height:
             rows["kueue_quota_samples"] = wh.merge("kueue_quota_samples", kueue, KUEUE_KEY, con=con)
         if ts_all.len():

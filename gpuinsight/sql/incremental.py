@@ -45,6 +45,7 @@ from gpuinsight.sql.registry import Query, QueryRegistry, _error_location, _exec
 from gpuinsight.warehouse import pending
 
 PREV_SUFFIX = "__prev"
+CHANGED_SUFFIX = "__changed"  # the keys whose rows a rebuild changed (any column)
 HOUR = timedelta(hours=1)
 Range = tuple[datetime, datetime]  # [from, to), whole hours
 MAX_RANGES = 48  # more than this many separate ranges are bridged (fewer statements, a few more hours)
@@ -117,11 +118,14 @@ class IncrementalModels:
                         con.execute(f'ALTER TABLE "{q.name}" RENAME TO "{q.name}{PREV_SUFFIX}"')
                         kept.append(q.name)
                     _execute_ddl(con, q)
+                    if q.name in kept:
+                        _note_changed_keys(con, q)
                 built.append(q.name)
         finally:
             for name in kept:
                 if _table_exists(con, name + PREV_SUFFIX):
                     con.execute(f'DROP TABLE "{name}{PREV_SUFFIX}"')
+                con.execute(f'DROP TABLE IF EXISTS temp."{name}{CHANGED_SUFFIX}"')
         for q in reg.kept_defaults():
             _execute_ddl(con, q, table=q.default_table, params=q.bind({}))
             built.append(q.default_table)
@@ -220,12 +224,30 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _note_changed_keys(con: duckdb.DuckDBPyConnection, q: Query) -> None:
+    """The keys of the keyed model ``q`` whose rows its rebuild changed in any column, found once
+    (a hash of each row's columns) for every partitioned model that reads it: a temporary table
+    ``<model>__changed``. The rows of the other keys are the same before and after, so they drop
+    out of every comparison :func:`_changed` makes; two different rows of one key taken for the
+    same would need their 64-bit hashes to collide."""
+    new, old = _q(q.name), _q(q.name + PREV_SUFFIX)
+    keys = ", ".join(_q(k) for k in q.key)
+    row = f"{keys}, hash({', '.join(_q(c) for c in _columns(con, q.name))}) AS _h"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_q(q.name + CHANGED_SUFFIX)} AS "
+                f"SELECT DISTINCT {keys} FROM (SELECT {row} FROM {old} EXCEPT ALL SELECT {row} FROM {new} "
+                f"UNION ALL (SELECT {row} FROM {new} EXCEPT ALL SELECT {row} FROM {old}))")
+
+
 def _changed(q: Query, cols: list[str]) -> str:
     """The rows of ``q`` (its columns ``cols``) gone since the table it replaced (side 'old') or
-    new in it ('new')."""
-    new, old, sel = _q(q.name), _q(q.name + PREV_SUFFIX), ", ".join(_q(c) for c in cols)
-    return (f"(SELECT 'old' AS _side, * FROM (SELECT {sel} FROM {old} EXCEPT ALL SELECT {sel} FROM {new}) "
-            f"UNION ALL SELECT 'new' AS _side, * FROM (SELECT {sel} FROM {new} EXCEPT ALL SELECT {sel} FROM {old}))")
+    new in it ('new'): among the rows of the keys its rebuild changed (:func:`_note_changed_keys`)."""
+    changed = "temp." + _q(q.name + CHANGED_SUFFIX)
+    on = " AND ".join(f"t.{_q(k)} IS NOT DISTINCT FROM c.{_q(k)}" for k in q.key)
+    sel = ", ".join(_q(c) for c in cols)
+    new, old = (f"(SELECT {sel} FROM {_q(name)} t SEMI JOIN {changed} c ON {on})"
+                for name in (q.name, q.name + PREV_SUFFIX))
+    return (f"(SELECT 'old' AS _side, * FROM (SELECT * FROM {old} EXCEPT ALL SELECT * FROM {new}) "
+            f"UNION ALL SELECT 'new' AS _side, * FROM (SELECT * FROM {new} EXCEPT ALL SELECT * FROM {old}))")
 
 
 def _compared(con: duckdb.DuckDBPyConnection, q: Query, read: set[str] | None) -> list[str]:

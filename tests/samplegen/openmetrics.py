@@ -9,6 +9,7 @@ as one string.
 
 from __future__ import annotations
 
+import contextlib
 import gzip as gz
 import io
 from collections.abc import Iterator
@@ -75,6 +76,43 @@ class _Writer:
         head = f"{name}{{{labels}}} "
         ts = self.ts
         self.out.write("".join(f"{head}{v} {ts[k]}\n" for v, k in zip(values, ks.tolist(), strict=True)))
+
+
+class _Tee:
+    """Text written to every chunk of a split exposition (the families' HELP/TYPE, the EOF)."""
+
+    def __init__(self, outs: list[IO[str]]) -> None:
+        self.outs = outs
+
+    def write(self, text: str) -> int:
+        for out in self.outs:
+            out.write(text)
+        return len(text)
+
+
+class _SplitWriter(_Writer):
+    """A :class:`_Writer` whose samples go to one exposition per range of steps
+    ``[bounds[j], bounds[j + 1])``, each complete (every family's header, ``# EOF``)."""
+
+    def __init__(self, outs: list[IO[str]], fleet: Fleet, bounds: list[int]) -> None:
+        super().__init__(_Tee(outs), fleet, bounds[0])
+        self.outs, self.bounds = outs, bounds
+
+    def const(self, name: str, labels: dict[str, Any], value: object, k0: int, k1: int) -> None:
+        head = None
+        for out, lo, hi in zip(self.outs, self.bounds, self.bounds[1:], strict=False):
+            a, b = max(k0, lo), min(k1, hi)
+            if b > a:
+                head = head or f"{name}{{{fmt_labels(labels)}}} {value} "
+                out.write("".join(f"{head}{t}\n" for t in self.ts[a:b]))
+
+    def series(self, name: str, labels: str, values: list[str], ks: np.ndarray) -> None:
+        cuts = np.searchsorted(ks, self.bounds).tolist()  # ks ascending: each chunk's slice
+        head, ts = f"{name}{{{labels}}} ", self.ts
+        for j, out in enumerate(self.outs):
+            a, b = cuts[j], cuts[j + 1]
+            if b > a:
+                out.write("".join(f"{head}{v} {ts[k]}\n" for v, k in zip(values[a:b], ks[a:b].tolist(), strict=True)))
 
 
 # ----------------------------------------------------------------------------- DCGM
@@ -415,6 +453,20 @@ def _write_energy(w: _Writer) -> None:
                      [f"{y:.0f}" for y in used[present].tolist()], present)
 
 
+def _write_all(w: _Writer) -> None:
+    fleet = w.fleet
+    _write_dcgm(w)
+    for name, help_, series in _node_series(fleet):
+        w.family(name, help_)
+        for labels, value in series:
+            w.const(name, labels, value, 0, fleet.spec.steps)
+    _write_pods(w)
+    _write_cadvisor(w)
+    _write_energy(w)
+    _write_serving(w)
+    w.out.write("# EOF\n")
+
+
 def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = None, first_step: int = 0) -> Path:
     """Stream the fleet's metrics to `path` (gzip when `gzip` is true, or by default for *.gz);
     with `first_step`, only the samples from that step on (what a Prometheus holding the last
@@ -425,17 +477,25 @@ def write_openmetrics(fleet: Fleet, path: str | Path, *, gzip: bool | None = Non
         stream: IO[bytes] = gz.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) \
             if use_gzip else raw
         with io.TextIOWrapper(stream, encoding="utf-8", newline="\n", write_through=False) as out:
-            w = _Writer(out, fleet, first_step)
-            _write_dcgm(w)
-            for name, help_, series in _node_series(fleet):
-                w.family(name, help_)
-                for labels, value in series:
-                    w.const(name, labels, value, 0, fleet.spec.steps)
-            _write_pods(w)
-            _write_cadvisor(w)
-            _write_energy(w)
-            _write_serving(w)
-            out.write("# EOF\n")
+            _write_all(_Writer(out, fleet, first_step))
         if use_gzip:
             stream.close()
     return path
+
+
+def write_openmetrics_split(fleet: Fleet, paths: list[Path], bounds: list[int], *, compresslevel: int = 1) -> list[Path]:
+    """The exposition of the steps ``[bounds[0], bounds[-1])`` in one pass, split by time: gzip file
+    ``paths[j]`` holds the steps ``[bounds[j], bounds[j + 1])``, each a complete exposition that
+    ``promtool tsdb create-blocks-from openmetrics`` takes (after gunzip) on its own. A large
+    fleet's days never sit on disk uncompressed at once (10,000 GPUs: about 15 GB a day)."""
+    if len(paths) != len(bounds) - 1 or sorted(bounds) != bounds:
+        raise ValueError("one path per range of steps, bounds ascending")
+    with contextlib.ExitStack() as stack:
+        outs: list[IO[str]] = []
+        for path in paths:
+            raw = stack.enter_context(open(path, "wb"))
+            stream = stack.enter_context(gz.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                                     compresslevel=compresslevel))
+            outs.append(stack.enter_context(io.TextIOWrapper(stream, encoding="utf-8", newline="\n")))
+        _write_all(_SplitWriter(outs, fleet, bounds))
+    return paths

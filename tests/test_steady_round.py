@@ -1,0 +1,37 @@
+"""A plan's figures do not depend on the order the models summed floats in (steady_round): DuckDB
+adds in parallel, and an incremental refresh stores rows in another order than a build from
+scratch, so a sum's last bits vary between runs of the same data."""
+
+from __future__ import annotations
+
+import random
+
+from gpuinsight.plan import Recommendation, steady_round
+from gpuinsight.rules.common import pct
+from gpuinsight.rules.scale_to_zero import week_profile
+
+
+def test_a_half_way_figure_rounds_one_way_whatever_the_order_of_its_sum() -> None:
+    parts = [0.325, 0.872, 0.9, 0.018]
+    forward, backward = sum(parts), sum(reversed(parts))
+    assert forward != backward and round(forward, 2) != round(backward, 2)  # what flipped a plan's byte
+    assert steady_round(forward, 2) == steady_round(backward, 2) == 2.12
+    rng = random.Random(5)
+    for _ in range(20_000):  # measured values of a few decimals, summed in two orders
+        xs = [round(rng.uniform(0, 3), rng.choice([2, 3, 4])) for _ in range(rng.randint(2, 9))]
+        a, b = sum(xs), sum(sorted(xs))
+        for digits in (1, 2, 3):
+            assert steady_round(a, digits) == steady_round(b, digits), (xs, digits)
+        assert abs(steady_round(a, 2) - a) <= 0.005 + 1e-9  # still the figure, to its digits
+
+
+def test_the_plan_layers_round_steadily() -> None:
+    a, b = 0.012950000000000001, 0.01295  # an hour-of-week mean reached in two orders
+    assert round(a * 100, 2) != round(b * 100, 2)
+    assert week_profile([{"how": 3, "gr_avg": a}], "gr_avg", 100.0) == week_profile([{"how": 3, "gr_avg": b}],
+                                                                                      "gr_avg", 100.0)
+    assert round(0.021500000000000002 * 100, 1) != round(0.0215 * 100, 1)
+    assert pct(0.021500000000000002) == pct(0.0215)
+    saving = [Recommendation(rule="idle", title="t", monthly_savings_usd=x).monthly_savings_usd
+              for x in (2.1149999999999998, 2.115)]
+    assert saving == [2.12, 2.12]
