@@ -25,24 +25,35 @@ WITH s AS (
     GROUP BY ALL
 ),
 held AS (
-    -- the pod-hours that held GPUs, and the workload each pod belongs to
-    SELECT cluster, hour, namespace, pod, arg_max(workload_kind, covered_s) AS workload_kind,
-           arg_max(workload, covered_s) AS workload, arg_max(queue, covered_s) AS queue, arg_max(team, covered_s) AS team
-    FROM allocation_hourly
-    GROUP BY cluster, hour, namespace, pod
+    -- the pod-hours that held GPUs, and the workload each pod belongs to (only the pod-hours with
+    -- serving samples: all this is joined to; a fleet without servers groups nothing)
+    SELECT a.cluster, a.hour, a.namespace, a.pod, arg_max(a.workload_kind, a.covered_s) AS workload_kind,
+           arg_max(a.workload, a.covered_s) AS workload, arg_max(a.queue, a.covered_s) AS queue,
+           arg_max(a.team, a.covered_s) AS team
+    FROM allocation_hourly a
+    SEMI JOIN s ON s.cluster = a.cluster AND s.hour = a.hour AND s.namespace = a.namespace AND s.pod = a.pod
+    GROUP BY a.cluster, a.hour, a.namespace, a.pod
+),
+served AS (
+    -- the workload-hours that served (the only ones activity and cost are joined to)
+    SELECT DISTINCT cluster, hour, namespace, workload_kind, workload FROM held
 ),
 activity AS (
-    SELECT cluster, hour, namespace, workload_kind, workload,
-           sum(gr_active_avg * gpu_hours) / nullif(sum(gpu_hours) FILTER (WHERE gr_active_avg IS NOT NULL), 0)
+    SELECT a.cluster, a.hour, a.namespace, a.workload_kind, a.workload,
+           sum(a.gr_active_avg * a.gpu_hours) / nullif(sum(a.gpu_hours) FILTER (WHERE a.gr_active_avg IS NOT NULL), 0)
                AS gr_active_avg
-    FROM allocation_hourly
+    FROM allocation_hourly a
+    SEMI JOIN served w ON w.cluster = a.cluster AND w.hour = a.hour AND w.namespace = a.namespace
+        AND w.workload_kind = a.workload_kind AND w.workload = a.workload
     GROUP BY ALL
 ),
 cost AS (
-    SELECT cluster, hour, namespace, workload_kind, workload,
-           sum(usd) AS usd, sum(gpu_hours) AS gpu_hours, bool_or(price_missing) AS price_missing
-    FROM waste_hourly
-    WHERE bucket <> 'unallocated'
+    SELECT c.cluster, c.hour, c.namespace, c.workload_kind, c.workload,
+           sum(c.usd) AS usd, sum(c.gpu_hours) AS gpu_hours, bool_or(c.price_missing) AS price_missing
+    FROM waste_hourly c
+    SEMI JOIN served w ON w.cluster = c.cluster AND w.hour = c.hour AND w.namespace = c.namespace
+        AND w.workload_kind = c.workload_kind AND w.workload = c.workload
+    WHERE c.bucket <> 'unallocated'
     GROUP BY ALL
 ),
 attributed AS (
