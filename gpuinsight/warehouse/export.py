@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.warehouse.db import Warehouse, connect_memory, memory_capped
@@ -81,7 +82,8 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
 
     Day-partitioned tables are written a (cluster, day) at a time: ``write_dataset`` buffers up
     to a row group per open partition, so one pass over 30 days held 30 of them at once and its
-    memory grew with the window; a day at a time it is one, whatever the window.
+    memory grew with the window; a day at a time it is one, whatever the window. The parameters
+    of a slice are its partition's values (``cluster`` when the table has one, ``day``).
     """
     cols = wh.columns(table)  # validates the table name against the catalog
     parts = ["cluster"] if "cluster" in cols else []
@@ -101,6 +103,35 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
     return [*parts, "day"], slices
 
 
+def _write_partition(wh: Warehouse, root: Path, table: str, parts: list[str], where: str,
+                     params: dict[str, Any]) -> None:
+    """One (cluster, day) slice into its hive folder, replacing what an earlier export left there.
+
+    The slice is one partition, so its rows stream straight into one Parquet file: the file
+    ``write_dataset`` would write (same folder, name, columns, schema metadata), without its
+    per-batch partitioning (hashing every row's cluster and day) and with row groups of the
+    stream's 500,000-row batches instead of one per DuckDB chunk (99 row groups of ~31,000
+    rows for a day of 10,000 GPUs): half the CPU and about half the bytes at that size.
+    """
+    fields = [pa.field("cluster", pa.string()), pa.field("day", pa.date32())]
+    scheme = ds.partitioning(pa.schema([f for f in fields if f.name in parts]), flavor="hive")
+    match = None
+    for name in parts:
+        cond = ds.field(name).is_null() if params[name] is None else ds.field(name) == params[name]
+        match = cond if match is None else match & cond
+    folder = root / table / scheme.format(match)[0]
+    if folder.is_dir():  # existing_data_behavior="delete_matching", as write_dataset does
+        for old in folder.iterdir():
+            if old.is_file():
+                old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    select = ", ".join(f'"{c}"' for c in wh.columns(table) if c not in parts)
+    reader = wh.con.sql(f'SELECT {select} FROM "{table}" WHERE {where}', params=params).to_arrow_reader(500_000)
+    with pq.ParquetWriter(folder / f"{table}-0.parquet", reader.schema) as out:
+        for batch in reader:
+            out.write_batch(batch)
+
+
 def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
     root.mkdir(parents=True, exist_ok=True)
     with memory_capped(wh, EXPORT_MEMORY):
@@ -108,14 +139,15 @@ def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
             if (rows := wh.count(table)) == 0:
                 continue
             parts, slices = _slices(wh, table, day_col)
-            select = f"*, {_day(day_col)} AS day" if day_col else "*"
-            kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
-            if parts:
-                kwargs.update(partitioning=parts, partitioning_flavor="hive")
-            for where, params in slices:
-                # each call replaces only the partitions it writes (delete_matching)
-                reader = wh.con.sql(f'SELECT {select} FROM "{table}" WHERE {where}',
-                                    params=params or None).to_arrow_reader(500_000)
+            if day_col:
+                for where, params in slices:
+                    _write_partition(wh, root, table, parts, where, params)
+            else:
+                kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
+                if parts:
+                    kwargs.update(partitioning=parts, partitioning_flavor="hive")
+                # replaces only the partitions it writes (delete_matching)
+                reader = wh.con.sql(f'SELECT * FROM "{table}"').to_arrow_reader(500_000)
                 ds.write_dataset(reader, root / table, basename_template=f"{table}-{{i}}.parquet", **kwargs)
             yield f"{table}: {rows:,} rows -> {root / table}" + (f" (by {', '.join(parts)})" if parts else "")
 
