@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ NO_DAY = date(1970, 1, 1)  # the day partition of rows without a timestamp
 # DuckDB's cache while streaming: a day's slice needs little, and uncapped the cache grows with
 # the warehouse (an export of 10,000 GPUs x 30 days peaked at 9.2 GB before this cap and slicing)
 EXPORT_MEMORY = "1GB"
+# slices written at once: two keep both cores of a small machine busy (one reads from DuckDB while
+# the other encodes Parquet); each holds one 500,000-row batch and its file's open row group
+EXPORT_WRITERS = 2
 
 
 def _day(day_col: str) -> str:
@@ -103,8 +107,8 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
     return [*parts, "day"], slices
 
 
-def _write_partition(wh: Warehouse, root: Path, table: str, parts: list[str], where: str,
-                     params: dict[str, Any]) -> None:
+def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, table: str, parts: list[str], columns: list[str],
+                     where: str, params: dict[str, Any]) -> None:
     """One (cluster, day) slice into its hive folder, replacing what an earlier export left there.
 
     The slice is one partition, so its rows stream straight into one Parquet file: the file
@@ -125,11 +129,27 @@ def _write_partition(wh: Warehouse, root: Path, table: str, parts: list[str], wh
             if old.is_file():
                 old.unlink()
     folder.mkdir(parents=True, exist_ok=True)
-    select = ", ".join(f'"{c}"' for c in wh.columns(table) if c not in parts)
-    reader = wh.con.sql(f'SELECT {select} FROM "{table}" WHERE {where}', params=params).to_arrow_reader(500_000)
+    select = ", ".join(f'"{c}"' for c in columns)
+    reader = con.sql(f'SELECT {select} FROM "{table}" WHERE {where}', params=params).to_arrow_reader(500_000)
     with pq.ParquetWriter(folder / f"{table}-0.parquet", reader.schema) as out:
         for batch in reader:
             out.write_batch(batch)
+
+
+def _write_slices(wh: Warehouse, root: Path, table: str, parts: list[str], columns: list[str],
+                  slices: list[tuple[str, dict[str, Any]]]) -> None:
+    """The slices written EXPORT_WRITERS at a time, each from a cursor of its own: DuckDB's scan
+    and pyarrow's encoder both release the GIL, so while one slice is encoded the next is read."""
+    def one(where_params: tuple[str, dict[str, Any]]) -> None:
+        con = wh.con.cursor()
+        try:
+            _write_partition(con, root, table, parts, columns, *where_params)
+        finally:
+            con.close()
+
+    with ThreadPoolExecutor(max_workers=EXPORT_WRITERS) as pool:
+        for _ in pool.map(one, slices):  # re-raises a slice's failure
+            pass
 
 
 def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
@@ -140,8 +160,12 @@ def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
                 continue
             parts, slices = _slices(wh, table, day_col)
             if day_col:
-                for where, params in slices:
-                    _write_partition(wh, root, table, parts, where, params)
+                columns = [c for c in wh.columns(table) if c not in parts]
+                if wh.in_transaction:  # a cursor would not see the transaction's writes
+                    for where, params in slices:
+                        _write_partition(wh.con, root, table, parts, columns, where, params)
+                else:
+                    _write_slices(wh, root, table, parts, columns, slices)
             else:
                 kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
                 if parts:
