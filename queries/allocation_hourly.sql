@@ -15,15 +15,16 @@
 --   DRA device) never hold more than that GPU: where they add up to more in an hour they are
 --   scaled down to it (gpu_hours; gpus stays the pod's own share). gr_active_avg is NULL when no
 --   DCGM series was attributed to the pod (flagged as unmeasured downstream, never dropped).
-WITH a AS (
-    SELECT pa.*,
-           unnest(span_hours(pa.start_ts, pa.end_ts, $hour_from, $hour_to)) AS hour
-    FROM pod_gpu_allocations pa
-    WHERE pa.end_ts > coalesce($hour_from, '-infinity'::TIMESTAMP) AND pa.start_ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
-),
-x AS (
+WITH x AS (
+    -- each pod's hours; its pod key (the samples' integer) found once per pod, not per pod-hour
     SELECT a.*, epoch(least(a.end_ts, a.hour + INTERVAL 1 HOUR) - greatest(a.start_ts, a.hour)) AS covered_s
-    FROM a
+    FROM (
+        SELECT pa.*, k.pod_key,
+               unnest(span_hours(pa.start_ts, pa.end_ts, $hour_from, $hour_to)) AS hour
+        FROM pod_gpu_allocations pa
+        LEFT JOIN pod_keys k ON k.cluster = pa.cluster AND k.namespace = pa.namespace AND k.pod = pa.pod AND k.pod <> ''
+        WHERE pa.end_ts > coalesce($hour_from, '-infinity'::TIMESTAMP) AND pa.start_ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    ) a
 ),
 keyed AS (
     SELECT cluster, uid, device_key, sum(gpus) AS gpus
@@ -31,10 +32,23 @@ keyed AS (
     WHERE device_key IS NOT NULL
     GROUP BY ALL
 ),
+kx AS (
+    -- the hours of the pods holding shares of a known physical GPU only (few or none): x itself
+    -- is read once, not kept for three readers
+    SELECT a.cluster, a.uid, a.node, a.hour,
+           epoch(least(a.end_ts, a.hour + INTERVAL 1 HOUR) - greatest(a.start_ts, a.hour)) AS covered_s
+    FROM (
+        SELECT pa.cluster, pa.uid, pa.node, pa.start_ts, pa.end_ts,
+               unnest(span_hours(pa.start_ts, pa.end_ts, $hour_from, $hour_to)) AS hour
+        FROM pod_gpu_allocations pa
+        SEMI JOIN keyed k ON k.cluster = pa.cluster AND k.uid = pa.uid
+        WHERE pa.end_ts > coalesce($hour_from, '-infinity'::TIMESTAMP) AND pa.start_ts < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    ) a
+),
 held AS (
     -- GPU-seconds the pods' shares of one physical GPU add up to in an hour
     SELECT x.cluster, x.node, k.device_key, x.hour, sum(k.gpus * x.covered_s) AS held_s
-    FROM x JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
+    FROM kx x JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
     GROUP BY ALL
 ),
 fit AS (
@@ -46,31 +60,26 @@ fit AS (
 ),
 cut AS (
     SELECT x.cluster, x.uid, x.hour, sum(k.gpus * x.covered_s * (1 - f.factor)) AS cut_s
-    FROM x
+    FROM kx x
     JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
     JOIN fit f ON f.cluster = x.cluster AND f.node = x.node AND f.device_key = k.device_key AND f.hour = x.hour
     WHERE f.factor < 1
     GROUP BY ALL
 ),
 u AS (
-    -- per pod key and hour (integers), then named
-    SELECT k.cluster, u.hour, k.namespace, k.pod, u.* EXCLUDE (pod_key, hour)
-    FROM (
-        SELECT pod_key, hour,
-               sum(gr_active_avg * covered_s) / nullif(sum(covered_s), 0) AS gr_active_avg,
-               max(gr_active_max) AS gr_active_max,
-               sum(sm_active_avg * covered_s) / nullif(sum(covered_s), 0) AS sm_active_avg,
-               max(sm_active_max) AS sm_active_max,
-               max(fb_used_max_mib) AS fb_used_max_mib,
-               -- the rollup's natural key (gpu_key, hour, pod_key; its only writer, gpu_hourly_of,
-               -- groups by it) makes each row a distinct GPU of the pod-hour
-               count(*) AS gpus_seen
-        FROM gpu_hourly_facts
-        WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
-        GROUP BY pod_key, hour
-    ) u
-    JOIN pod_keys k USING (pod_key)
-    WHERE k.pod <> ''
+    -- per pod key and hour (integers, joined to the pods' hours on them)
+    SELECT pod_key, hour,
+           sum(gr_active_avg * covered_s) / nullif(sum(covered_s), 0) AS gr_active_avg,
+           max(gr_active_max) AS gr_active_max,
+           sum(sm_active_avg * covered_s) / nullif(sum(covered_s), 0) AS sm_active_avg,
+           max(sm_active_max) AS sm_active_max,
+           max(fb_used_max_mib) AS fb_used_max_mib,
+           -- the rollup's natural key (gpu_key, hour, pod_key; its only writer, gpu_hourly_of,
+           -- groups by it) makes each row a distinct GPU of the pod-hour
+           count(*) AS gpus_seen
+    FROM gpu_hourly_facts
+    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    GROUP BY pod_key, hour
 )
 SELECT
     x.cluster, x.hour, x.uid, x.namespace, x.pod, x.workload_kind, x.workload, x.node, x.node_pool,
@@ -82,6 +91,6 @@ SELECT
     (x.gpus * x.covered_s - coalesce(c.cut_s, 0)) / 3600.0 * nh.usd_per_hour / nullif(nh.gpu_count, 0) AS list_usd,
     u.gr_active_avg, u.gr_active_max, u.sm_active_avg, u.sm_active_max, u.fb_used_max_mib, u.gpus_seen
 FROM x
-LEFT JOIN u ON u.cluster = x.cluster AND u.hour = x.hour AND u.namespace = x.namespace AND u.pod = x.pod
+LEFT JOIN u ON u.pod_key = x.pod_key AND u.hour = x.hour
 LEFT JOIN node_hours nh ON nh.cluster = x.cluster AND nh.node = x.node AND nh.hour = x.hour
 LEFT JOIN cut c ON c.cluster = x.cluster AND c.uid = x.uid AND c.hour = x.hour

@@ -29,29 +29,40 @@ WITH s AS (
     GROUP BY ALL
 ),
 held AS (
-    -- the pod-hours that held GPUs, and the workload each pod belongs to: the pod of that name that
-    -- held them longest that hour (a tie by uid, so every build picks the same one)
-    SELECT cluster, hour, namespace, pod, arg_max(workload_kind, {'s': covered_s, 'uid': uid}) AS workload_kind,
-           arg_max(workload, {'s': covered_s, 'uid': uid}) AS workload,
-           arg_max(queue, {'s': covered_s, 'uid': uid}) AS queue, arg_max(team, {'s': covered_s, 'uid': uid}) AS team
-    FROM allocation_hourly
-    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
-    GROUP BY cluster, hour, namespace, pod
+    -- the pod-hours that held GPUs and served, and the workload each pod belongs to: the pod of
+    -- that name that held them longest that hour (a tie by uid, so every build picks the same one);
+    -- only the pod-hours with serving samples (all this is joined to; a fleet without servers groups nothing)
+    SELECT a.cluster, a.hour, a.namespace, a.pod, arg_max(a.workload_kind, {'s': a.covered_s, 'uid': a.uid}) AS workload_kind,
+           arg_max(a.workload, {'s': a.covered_s, 'uid': a.uid}) AS workload,
+           arg_max(a.queue, {'s': a.covered_s, 'uid': a.uid}) AS queue,
+           arg_max(a.team, {'s': a.covered_s, 'uid': a.uid}) AS team
+    FROM allocation_hourly a
+    SEMI JOIN s ON s.cluster = a.cluster AND s.hour = a.hour AND s.namespace = a.namespace AND s.pod = a.pod
+    WHERE a.hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND a.hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    GROUP BY a.cluster, a.hour, a.namespace, a.pod
+),
+served AS (
+    -- the workload-hours that served (the only ones activity and cost are joined to)
+    SELECT DISTINCT cluster, hour, namespace, workload_kind, workload FROM held
 ),
 activity AS (
-    SELECT cluster, hour, namespace, workload_kind, workload,
-           sum(gr_active_avg * gpu_hours) / nullif(sum(gpu_hours) FILTER (WHERE gr_active_avg IS NOT NULL), 0)
+    SELECT a.cluster, a.hour, a.namespace, a.workload_kind, a.workload,
+           sum(a.gr_active_avg * a.gpu_hours) / nullif(sum(a.gpu_hours) FILTER (WHERE a.gr_active_avg IS NOT NULL), 0)
                AS gr_active_avg
-    FROM allocation_hourly
-    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    FROM allocation_hourly a
+    SEMI JOIN served w ON w.cluster = a.cluster AND w.hour = a.hour AND w.namespace = a.namespace
+        AND w.workload_kind = a.workload_kind AND w.workload = a.workload
+    WHERE a.hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND a.hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 cost AS (
-    SELECT cluster, hour, namespace, workload_kind, workload,
-           sum(usd) AS usd, sum(gpu_hours) AS gpu_hours, bool_or(price_missing) AS price_missing
-    FROM waste_hourly
-    WHERE bucket <> 'unallocated'
-      AND hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+    SELECT c.cluster, c.hour, c.namespace, c.workload_kind, c.workload,
+           sum(c.usd) AS usd, sum(c.gpu_hours) AS gpu_hours, bool_or(c.price_missing) AS price_missing
+    FROM waste_hourly c
+    SEMI JOIN served w ON w.cluster = c.cluster AND w.hour = c.hour AND w.namespace = c.namespace
+        AND w.workload_kind = c.workload_kind AND w.workload = c.workload
+    WHERE c.bucket <> 'unallocated'
+      AND c.hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND c.hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
     GROUP BY ALL
 ),
 attributed AS (

@@ -41,14 +41,18 @@ held AS (
     FROM ah a
     LEFT JOIN cap c ON c.cluster = a.cluster AND c.node = a.node AND c.hour = a.hour
 ),
+split AS (
+    -- each holder-hour's buckets in one pass over held (four filtered passes kept a copy of it)
+    SELECT *, unnest(CASE
+        WHEN gr IS NULL THEN [{'bucket': 'unmeasured', 'gpu_hours': gh, 'bucket_usd': usd}]
+        WHEN gr < 0.05 THEN [{'bucket': 'idle', 'gpu_hours': gh, 'bucket_usd': usd}]
+        WHEN gr >= 0.05 THEN [{'bucket': 'used', 'gpu_hours': gh * gr, 'bucket_usd': usd * gr},
+                              {'bucket': 'underused', 'gpu_hours': gh * (1 - gr), 'bucket_usd': usd * (1 - gr)}]
+        ELSE [] END) AS b
+    FROM held
+),
 rows AS (
-    SELECT *, 'unmeasured' AS bucket, gh AS gpu_hours, usd AS bucket_usd FROM held WHERE gr IS NULL
-    UNION ALL
-    SELECT *, 'idle', gh, usd FROM held WHERE gr < 0.05
-    UNION ALL
-    SELECT *, 'used', gh * gr, usd * gr FROM held WHERE gr >= 0.05
-    UNION ALL
-    SELECT *, 'underused', gh * (1 - gr), usd * (1 - gr) FROM held WHERE gr >= 0.05
+    SELECT * EXCLUDE (b), b.bucket, b.gpu_hours, b.bucket_usd FROM split
     UNION ALL
     SELECT cluster, hour, node, node_pool, capacity_type, gpu_model, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            gpu_hours - alloc_gh, cost_usd * (gpu_hours - alloc_gh) / nullif(denom, 0), price_missing,

@@ -90,3 +90,28 @@ def test_every_row_lands_in_exactly_one_day_slice(small: gi.GpuInsight, tmp_path
     # DuckDB's memory limit is put back after the export
     limit = small.wh.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
     assert limit == duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+
+
+def test_a_slice_writes_what_write_dataset_wrote_and_replaces_its_folder(small: gi.GpuInsight, tmp_path: Path) -> None:
+    """A (cluster, day) slice goes straight into its partition's file: the same folder (hive
+    names, URI-escaped cluster), file name, columns and schema as pyarrow's write_dataset gives,
+    and a re-export removes what else an earlier one left in that folder."""
+    import pyarrow.dataset as ds
+
+    small.wh.con.execute("UPDATE gpu_keys SET cluster = 'a b/c'")  # a name hive paths must escape
+    out = tmp_path / "lake"
+    list(export_tables(small.wh, str(out)))
+    folder = out / "gpu_samples" / "cluster=a%20b%2Fc" / "day=2026-11-01"
+    assert sorted(p.name for p in folder.iterdir()) == ["gpu_samples-0.parquet"]
+    (folder / "gpu_samples-1.parquet").write_bytes((folder / "gpu_samples-0.parquet").read_bytes())
+    ref = tmp_path / "ref"  # what write_dataset makes of the same rows
+    reader = small.wh.con.sql("SELECT *, CAST(ts AS DATE) AS day FROM gpu_samples").to_arrow_reader(1000)
+    ds.write_dataset(reader, ref, format="parquet", partitioning=["cluster", "day"], partitioning_flavor="hive",
+                     basename_template="gpu_samples-{i}.parquet")
+    list(export_tables(small.wh, str(out)))
+    assert sorted(p.name for p in folder.iterdir()) == ["gpu_samples-0.parquet"]
+    got, want = ds.dataset(out / "gpu_samples", partitioning="hive"), ds.dataset(ref, partitioning="hive")
+    assert sorted(str(p.relative_to(out / "gpu_samples")) for p in (out / "gpu_samples").rglob("*.parquet")) == \
+        sorted(str(p.relative_to(ref)) for p in ref.rglob("*.parquet"))
+    assert got.schema == want.schema
+    assert got.to_table().sort_by([("ts", "ascending")]).equals(want.to_table().sort_by([("ts", "ascending")]))

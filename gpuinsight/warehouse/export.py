@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from gpuinsight.errors import BadInput, RuntimeFailure
 from gpuinsight.warehouse.db import Warehouse, connect_memory, memory_capped
@@ -69,6 +71,9 @@ NO_DAY = date(1970, 1, 1)  # the day partition of rows without a timestamp
 # DuckDB's cache while streaming: a day's slice needs little, and uncapped the cache grows with
 # the warehouse (an export of 10,000 GPUs x 30 days peaked at 9.2 GB before this cap and slicing)
 EXPORT_MEMORY = "1GB"
+# slices written at once: two keep both cores of a small machine busy (one reads from DuckDB while
+# the other encodes Parquet); each holds one 500,000-row batch and its file's open row group
+EXPORT_WRITERS = 2
 
 
 def _day(day_col: str) -> str:
@@ -81,7 +86,8 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
 
     Day-partitioned tables are written a (cluster, day) at a time: ``write_dataset`` buffers up
     to a row group per open partition, so one pass over 30 days held 30 of them at once and its
-    memory grew with the window; a day at a time it is one, whatever the window.
+    memory grew with the window; a day at a time it is one, whatever the window. The parameters
+    of a slice are its partition's values (``cluster`` when the table has one, ``day``).
     """
     cols = wh.columns(table)  # validates the table name against the catalog
     parts = ["cluster"] if "cluster" in cols else []
@@ -101,6 +107,51 @@ def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], 
     return [*parts, "day"], slices
 
 
+def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, table: str, parts: list[str], columns: list[str],
+                     where: str, params: dict[str, Any]) -> None:
+    """One (cluster, day) slice into its hive folder, replacing what an earlier export left there.
+
+    The slice is one partition, so its rows stream straight into one Parquet file: the file
+    ``write_dataset`` would write (same folder, name, columns, schema metadata), without its
+    per-batch partitioning (hashing every row's cluster and day) and with row groups of the
+    stream's 500,000-row batches instead of one per DuckDB chunk (99 row groups of ~31,000
+    rows for a day of 10,000 GPUs): half the CPU and about half the bytes at that size.
+    """
+    fields = [pa.field("cluster", pa.string()), pa.field("day", pa.date32())]
+    scheme = ds.partitioning(pa.schema([f for f in fields if f.name in parts]), flavor="hive")
+    match = None
+    for name in parts:
+        cond = ds.field(name).is_null() if params[name] is None else ds.field(name) == params[name]
+        match = cond if match is None else match & cond
+    folder = root / table / scheme.format(match)[0]
+    if folder.is_dir():  # existing_data_behavior="delete_matching", as write_dataset does
+        for old in folder.iterdir():
+            if old.is_file():
+                old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    select = ", ".join(f'"{c}"' for c in columns)
+    reader = con.sql(f'SELECT {select} FROM "{table}" WHERE {where}', params=params).to_arrow_reader(500_000)
+    with pq.ParquetWriter(folder / f"{table}-0.parquet", reader.schema) as out:
+        for batch in reader:
+            out.write_batch(batch)
+
+
+def _write_slices(wh: Warehouse, root: Path, table: str, parts: list[str], columns: list[str],
+                  slices: list[tuple[str, dict[str, Any]]]) -> None:
+    """The slices written EXPORT_WRITERS at a time, each from a cursor of its own: DuckDB's scan
+    and pyarrow's encoder both release the GIL, so while one slice is encoded the next is read."""
+    def one(where_params: tuple[str, dict[str, Any]]) -> None:
+        con = wh.con.cursor()
+        try:
+            _write_partition(con, root, table, parts, columns, *where_params)
+        finally:
+            con.close()
+
+    with ThreadPoolExecutor(max_workers=EXPORT_WRITERS) as pool:
+        for _ in pool.map(one, slices):  # re-raises a slice's failure
+            pass
+
+
 def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
     root.mkdir(parents=True, exist_ok=True)
     with memory_capped(wh, EXPORT_MEMORY):
@@ -108,14 +159,19 @@ def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
             if (rows := wh.count(table)) == 0:
                 continue
             parts, slices = _slices(wh, table, day_col)
-            select = f"*, {_day(day_col)} AS day" if day_col else "*"
-            kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
-            if parts:
-                kwargs.update(partitioning=parts, partitioning_flavor="hive")
-            for where, params in slices:
-                # each call replaces only the partitions it writes (delete_matching)
-                reader = wh.con.sql(f'SELECT {select} FROM "{table}" WHERE {where}',
-                                    params=params or None).to_arrow_reader(500_000)
+            if day_col:
+                columns = [c for c in wh.columns(table) if c not in parts]
+                if wh.in_transaction:  # a cursor would not see the transaction's writes
+                    for where, params in slices:
+                        _write_partition(wh.con, root, table, parts, columns, where, params)
+                else:
+                    _write_slices(wh, root, table, parts, columns, slices)
+            else:
+                kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
+                if parts:
+                    kwargs.update(partitioning=parts, partitioning_flavor="hive")
+                # replaces only the partitions it writes (delete_matching)
+                reader = wh.con.sql(f'SELECT * FROM "{table}"').to_arrow_reader(500_000)
                 ds.write_dataset(reader, root / table, basename_template=f"{table}-{{i}}.parquet", **kwargs)
             yield f"{table}: {rows:,} rows -> {root / table}" + (f" (by {', '.join(parts)})" if parts else "")
 
