@@ -243,3 +243,34 @@ def test_migration_backfills_pod_steps_of_a_warehouse_loaded_before_it(tmp_path:
     with gi.open(db) as g:
         assert g.sql("SELECT max(version) FROM schema_version").item() >= 14
         assert len(stored_pod_steps(g)) > 0 and stored_pod_steps(g) == expected_pod_steps(g)
+
+
+def test_pods_on_one_gpu_and_pods_moving_between_gpus(tmp_path: Path) -> None:
+    """pod_steps_of passes the samples of a pod on one GPU through as its steps and groups only
+    pods seen on several GPUs in the range: a pod that moves to another GPU within an hour
+    (one GPU at each step, two in the hour; the second arriving in a later, late load of the
+    same hour), a pod on two GPUs, a GPU two pods time-slice, a pod on one GPU throughout."""
+    def rows(pod: str, gpu: str, minutes: range, gr: float, **extra: Any) -> list[dict[str, Any]]:
+        return [dict(cluster="c1", ts=T0 + timedelta(minutes=m), gpu_uuid=gpu, mig_instance=-1, mig_profile="",
+                     node="n1", gpu_index=int(gpu[-1]), model_name="NVIDIA H100 80GB HBM3", namespace="ml", pod=pod,
+                     container="c", gr_active=gr + m / 1000, gr_active_max=gr + m / 500,
+                     gr_active_min=extra.get("gr_min"), fb_used_mib=1000.0 + m, pcie_rx_bps=extra.get("pcie"),
+                     nvlink_rx_bps=None, step_s=300) for m in minutes]
+
+    first = [*rows("steady", "GPU-0", range(0, 120, 5), 0.5, gr_min=0.1),
+             *rows("mover", "GPU-1", range(0, 30, 5), 0.2),
+             *rows("pair", "GPU-2", range(0, 60, 5), 0.7, pcie=1e6), *rows("pair", "GPU-3", range(0, 60, 5), 0.3),
+             *rows("slice-a", "GPU-4", range(0, 60, 5), 0.4), *rows("slice-b", "GPU-4", range(0, 60, 5), 0.6)]
+    late = rows("mover", "GPU-5", range(30, 60, 5), 0.9)
+    schema = {"ts": pl.Datetime("us"), "mig_instance": pl.Int32, "gpu_index": pl.Int32, "step_s": pl.Int32,
+              **{c: pl.Float64 for c in ("gr_active", "gr_active_max", "gr_active_min", "fb_used_mib",
+                                          "pcie_rx_bps", "nvlink_rx_bps")}}
+    with gi.open(tmp_path / "w.duckdb") as g:
+        for batch in (first, late):
+            load_samples(g, pl.DataFrame(batch, schema_overrides=schema, infer_schema_length=None))
+        assert stored_pod_steps(g) == expected_pod_steps(g)
+        gpus = dict(g.sql("SELECT k.pod, max(s.gpus) FROM gpu_pod_steps s JOIN pod_keys k USING (pod_key) "
+                          "GROUP BY k.pod").rows())
+        assert gpus == {"steady": 1, "mover": 1, "pair": 2, "slice-a": 1, "slice-b": 1}
+        assert g.sql("SELECT count(*) FROM gpu_pod_steps s JOIN pod_keys k USING (pod_key) "
+                     "WHERE k.pod = 'mover'").item() == 12

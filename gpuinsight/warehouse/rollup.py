@@ -5,7 +5,7 @@
   (one definition of "hour" and of the step-weighted means for every loader). A sample row
   stands for ``[ts, ts + step_s)``, so it belongs to ``date_trunc('hour', ts)``.
 * ``gpu_pod_steps`` (per pod and step, what ``workload_input_profile`` reads): the table macro
-  ``pod_steps_of`` (migrations 014 and 019).
+  ``pod_steps_of`` (migrations 014, 019 and 024).
 
 This module picks the hours, deletes them and re-runs the macros for them, and notes the hours
 for the next model refresh (``model_pending``). Every loader of samples calls
@@ -84,7 +84,7 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
         con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
                     [ts_from, ts_to, cluster])
     except duckdb.Error as exc:
-        raise RuntimeFailure(f"019_narrow_samples.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
+        raise RuntimeFailure(f"024_pod_steps_of_one_gpu.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
     row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
 

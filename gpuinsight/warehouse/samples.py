@@ -78,16 +78,24 @@ class SampleRows:
     @classmethod
     def from_wide(cls, frame: pl.DataFrame) -> SampleRows:
         """Split a ``gpu_samples``-shaped frame (extra label columns are kept with the labels);
-        of rows with the same natural key the last one counts, as in a merge."""
+        of rows with the same natural key the last one counts, as in a merge. Label sets are
+        numbered in the order they first appear."""
         if frame.height == 0:
             return cls.empty()
-        frame = frame.unique(subset=list(NATURAL_KEY), keep="last", maintain_order=True)
         label_cols = [c for c in frame.columns if c not in MEASURES and c != "ts"]
-        labels = frame.select(label_cols).unique(maintain_order=True).with_row_index(LABEL_ID)
-        rows = frame.join(labels, on=label_cols, how="left", nulls_equal=True, maintain_order="left")
+        # the label strings as integer codes: deduplicating, grouping and numbering on them does
+        # not hash a string per row (three times faster on a day of 10,000 GPUs)
+        coded = frame.select(*[pl.col(c).cast(pl.Categorical).to_physical() if frame.schema[c] in (pl.String, pl.Categorical)
+                               else pl.col(c) for c in label_cols], "ts")
+        last = coded.select(pl.struct(list(NATURAL_KEY)).is_last_distinct()).to_series()
+        if not last.all():
+            frame, coded = frame.filter(last), coded.filter(last)
+        sets = coded.select(label_cols).with_row_index("_row").group_by(label_cols, maintain_order=True).agg("_row")
+        label_id = sets.select("_row").with_row_index(LABEL_ID).explode("_row").sort("_row")[LABEL_ID]
+        labels = frame.select(pl.col(label_cols).gather(sets["_row"].list.first()))
         measures = [(pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c)
                     for c, t in MEASURE_TYPES.items()]
-        return cls(labels.drop(LABEL_ID), rows.select(pl.col(LABEL_ID), pl.col("ts").cast(TS), *measures))
+        return cls(labels, frame.select(pl.lit(label_id).alias(LABEL_ID), pl.col("ts").cast(TS), *measures))
 
     def wide(self) -> pl.DataFrame:
         """The ``gpu_samples``-shaped frame (labels repeated on every row)."""
@@ -134,14 +142,18 @@ WHERE NOT EXISTS (SELECT 1 FROM sample_labels l
                     AND l.model_name IS NOT DISTINCT FROM s.model_name AND l.container = s.container);
 """
 
-# the keys of each label set of {src} (a relation with LABEL_COLUMNS and {lid}), dimensions upserted
+# the keys of each label set of {src} (a relation with LABEL_COLUMNS and {lid}), dimensions upserted.
+# Left joins from the label sets, each dimension looked up on its own: every label set has its
+# keys (just numbered), and with inner joins DuckDB may join the dimensions to each other first
+# on their shared cluster (a cross product of every GPU and pod of a cluster: 69 M rows, 26 CPU-s
+# for 10,000 GPUs on the first load, when the new dimension rows have no statistics yet).
 _KEYS_OF = """
 SELECT s.{lid}, g.gpu_key, p.pod_key, n.node_key, l.label_key
 FROM {src} s
-JOIN gpu_keys g USING (cluster, gpu_uuid, mig_instance)
-JOIN pod_keys p USING (cluster, namespace, pod)
+LEFT JOIN gpu_keys g ON g.cluster = s.cluster AND g.gpu_uuid = s.gpu_uuid AND g.mig_instance = s.mig_instance
+LEFT JOIN pod_keys p ON p.cluster = s.cluster AND p.namespace = s.namespace AND p.pod = s.pod
 LEFT JOIN node_keys n ON n.cluster = s.cluster AND n.node = s.node
-JOIN sample_labels l
+LEFT JOIN sample_labels l
   ON l.mig_profile = s.mig_profile AND l.gpu_index IS NOT DISTINCT FROM s.gpu_index
  AND l.model_name IS NOT DISTINCT FROM s.model_name AND l.container = s.container
 """
@@ -166,7 +178,8 @@ def label_keys(con: duckdb.DuckDBPyConnection, labels: pl.DataFrame) -> pl.DataF
     with registered(con, "_gi_labels", frame.to_arrow()):
         con.execute(_UPSERT_DIMENSIONS.format(src="_gi_labels"))
         keys = con.sql(_KEYS_OF.format(src="_gi_labels", lid=LABEL_ID)).pl()
-    if keys.height != frame.height:
+    if keys.height != frame.height or keys.select(pl.any_horizontal(pl.col(k).is_null() for k in KEYS if k != "node_key")
+                                                  .any()).item():
         raise RuntimeError("sample labels without keys")  # a bug: every label set was just numbered
     return keys.sort(LABEL_ID).select([pl.col(k).cast(pl.Int32) for k in KEYS])
 
@@ -193,13 +206,21 @@ def store_sample_rows(con: duckdb.DuckDBPyConnection, samples: SampleRows | pl.D
         return 0
     facts = fact_rows(samples, label_keys(con, samples.labels))
     with registered(con, "_gi_facts", facts.to_arrow()):
-        if replace:
-            lo, hi = facts["ts"].min(), facts["ts"].max()
-            # bounded by the batch's time span so that DuckDB skips the row groups of other days
+        lo, hi = facts["ts"].min(), facts["ts"].max()
+        # bounded by the batch's time span so that DuckDB skips the row groups of other days; a
+        # batch of steps not stored yet (a collection moving on) has nothing to replace, and the
+        # delete would still gather the batch's distinct GPU steps first
+        if replace and con.execute("SELECT 1 FROM gpu_sample_facts WHERE ts BETWEEN ? AND ? LIMIT 1",
+                                   [lo, hi]).fetchall():
             con.execute("DELETE FROM gpu_sample_facts AS t USING (SELECT DISTINCT gpu_key, ts FROM _gi_facts) AS b "
                         "WHERE t.gpu_key = b.gpu_key AND t.ts = b.ts AND t.ts BETWEEN ? AND ?", [lo, hi])
         con.execute(f"INSERT INTO gpu_sample_facts SELECT {', '.join(FACT_COLUMNS)} FROM _gi_facts")
     return facts.height
+
+
+# A label set's 64-bit hash: rows are joined to their label set's keys on it rather than on the
+# ten label columns (strings among them); used only when it tells the batch's label sets apart.
+_LABEL_HASH = f"hash({', '.join(LABEL_COLUMNS)})"
 
 
 def store_sample_relation(con: duckdb.DuckDBPyConnection, relation: str, params: Sequence[Any] = ()) -> int:
@@ -207,22 +228,31 @@ def store_sample_relation(con: duckdb.DuckDBPyConnection, relation: str, params:
     columns; measures it lacks are NULL; a fixed text, its values bound as ``params``): their
     label sets are numbered and the rows inserted keyed, in SQL, without bringing them into
     Python. For rows known to be new (a bulk import); loads of data that may repeat go through
-    :func:`store_sample_rows`. Returns the rows stored."""
+    :func:`store_sample_rows`. Returns the rows stored.
+
+    The relation is read twice: its distinct label sets (numbered first), then every row, joined
+    to its label set's keys by the label set's hash when no two of the batch's label sets share
+    one (every row's label set is among them, so its hash names it), else on the labels."""
     src, bound = f"({relation})", list(params) or None
     have = set(con.sql(f"SELECT * FROM {src} LIMIT 0", params=bound).columns)
     labels = ", ".join(LABEL_COLUMNS)
     failed = False
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _gi_label_sets AS "
-                    f"SELECT row_number() OVER () AS _lid, * FROM (SELECT DISTINCT {labels} FROM {src})", bound)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _gi_label_sets AS SELECT row_number() OVER () AS _lid, "
+                    f"{_LABEL_HASH} AS _h, * FROM (SELECT DISTINCT {labels} FROM {src})", bound)
         con.execute(_UPSERT_DIMENSIONS.format(src="_gi_label_sets"))
         con.execute("CREATE OR REPLACE TEMP TABLE _gi_label_keys AS SELECT s.*, k.* EXCLUDE (_lid) FROM _gi_label_sets s "
                     f"JOIN ({_KEYS_OF.format(src='_gi_label_sets', lid='_lid')}) k USING (_lid)")
-        on = " AND ".join(f"k.{c} IS NOT DISTINCT FROM s.{c}" for c in LABEL_COLUMNS)
+        by_hash = con.execute("SELECT count(DISTINCT _h) = count(*) FROM _gi_label_keys").fetchall()[0][0]
+        if by_hash:
+            rows = f"(SELECT {_LABEL_HASH} AS _h, * FROM {src}) s JOIN _gi_label_keys k USING (_h)"
+        else:
+            rows = f"{src} s JOIN _gi_label_keys k ON " + " AND ".join(f"k.{c} IS NOT DISTINCT FROM s.{c}"
+                                                                      for c in LABEL_COLUMNS)
         measures = ", ".join(f"s.{c}" if c in have else f"NULL::{'INTEGER' if c == 'step_s' else 'DOUBLE'}"
                              for c in MEASURES)
         row = con.execute(f"INSERT INTO gpu_sample_facts SELECT k.gpu_key, s.ts, k.pod_key, k.node_key, k.label_key, "
-                          f"{measures} FROM {src} s JOIN _gi_label_keys k ON {on}", bound).fetchall()
+                          f"{measures} FROM {rows}", bound).fetchall()
     except BaseException:
         failed = True
         raise
