@@ -144,10 +144,14 @@ def cli_main(a: argparse.Namespace) -> None:
         content = report_content(first / "report.html")
         for t in trees[1:]:
             same_plan = (outs[t] / "recommend.json").read_bytes() == plan
-            same_report = report_content(outs[t] / "report.html") == content
+            theirs = report_content(outs[t] / "report.html")
+            same_report = theirs == content
             print(f"vs {t}: recommendation JSON {'the same, byte for byte' if same_plan else 'DIFFERENT'} "
                   f"({len(plan):,} bytes, {len(json.loads(plan))} findings); report content "
                   f"{'the same' if same_report else 'DIFFERENT'} ({len(content[1])} charts)")
+            if not same_report:  # say where
+                differ = sorted(k for k in {*content[1], *theirs[1]} if content[1].get(k) != theirs[1].get(k))
+                print(f"  differing: {'the page text, ' if theirs[0] != content[0] else ''}charts {', '.join(differ)}")
             for cmd in ("recommend", "report"):
                 new, old = (statistics.median(r["cpu"] for r in runs[x, cmd]) for x in (trees[0], t))
                 print(f"  {cmd}: CPU {new:.2f} s here vs {old:.2f} s there ({old / new:.2f}x)")

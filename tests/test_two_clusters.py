@@ -336,3 +336,18 @@ def test_a_cluster_name_is_one_line(tmp_path: Path) -> None:
                                     str(tmp_path / "x.duckdb"), "--cluster", "east\nwest"])
     assert res.exit_code == 2 and "control or line-separator character" in res.output
     assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_the_heatmaps_cells_name_each_nodes_cluster_as_the_chart_does(fleet: SimpleNamespace) -> None:
+    from polars.testing import assert_frame_equal
+
+    from gpuinsight.reports.charts import heatmap_cells
+    from gpuinsight.reports.frames import cluster_scoped
+
+    with GpuInsight(Config(db_path=fleet.db)) as gi:
+        for params in ({}, {"max_nodes": 9, "max_cells": 50}, {"cluster": "west", "max_nodes": 4}):
+            cells = gi.query("gpu_heatmap_cells", **params)
+            cut = {k: v for k, v in params.items() if k.startswith("max_")}
+            mine = heatmap_cells(cluster_scoped(gi.query("gpu_heatmap", cluster=params.get("cluster")), "node"), **cut)
+            assert_frame_equal(cells, mine, check_dtypes=False, check_exact=False, rel_tol=1e-9)
+            assert all(n.startswith(("east / ", "west / ")) for n in cells["node"]) == ("cluster" not in params)

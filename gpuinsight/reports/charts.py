@@ -16,6 +16,7 @@ from gpuinsight.plan import HOURS_PER_MONTH
 from gpuinsight.reports import theme
 from gpuinsight.reports.chartkit import USD, ChartLike, heading, padded, placeholder, time_axis
 from gpuinsight.reports.frames import (
+    ISO,
     bin_end_expr,
     bin_hours,
     bin_label,
@@ -29,18 +30,20 @@ from gpuinsight.reports.mig import mig_fit
 from gpuinsight.reports.theme import OTHER, UNALLOCATED, WIDTH
 
 __all__ = ["ChartLike", "fragmentation", "mig_fit", "placeholder", "queue_usage", "savings_by_rule", "top_findings",
-           "utilization_heatmap", "waste_breakdown", "waste_over_time"]
+           "heatmap", "heatmap_cells", "utilization_heatmap", "waste_breakdown", "waste_over_time"]
 
-def utilization_heatmap(df: pl.DataFrame, *, max_nodes: int = 200, max_cells: int = 4800) -> ChartLike:
-    """GR engine activity per node and time bin (``gpu_heatmap`` model).
-
-    Large fleets show the ``max_nodes`` nodes with the most idle allocated GPU-hours; the
-    time bins widen so that nodes x bins stays within ``max_cells``.
-    """
-    title = "GPU activity by node over time"
-    if df.is_empty() or df.get_column("hour").drop_nulls().is_empty():
-        return placeholder(title, "no GPU activity samples in the data")
-    df = df.drop_nulls("hour").with_columns(
+def heatmap_cells(df: pl.DataFrame, *, max_nodes: int = 200, max_cells: int = 4800) -> pl.DataFrame:
+    """The heatmap's cells from ``gpu_heatmap``'s node-hours, with the columns of the
+    ``gpu_heatmap_cells`` model, which makes the same cut in the warehouse (for a frame of one's
+    own, e.g. in a notebook): the ``max_nodes`` nodes with the most idle allocated GPU-hours,
+    numbered ``n`` in (pool, node) order, and time bins wide enough that nodes x bins stays
+    within ``max_cells``; per node and bin the mean GR activity and allocated GPUs."""
+    columns = ["n", "node", "pool", "t0", "gr_active_avg", "allocated_gpus", "nodes", "bin_hours", "first_hour",
+               "last_hour"]
+    df = df.drop_nulls("hour") if "hour" in df.columns else df.clear()
+    if df.is_empty():
+        return pl.DataFrame(schema=dict.fromkeys(columns, pl.Null))
+    df = df.with_columns(
         pl.col("node").cast(pl.Utf8), pl.col("node_pool").cast(pl.Utf8).fill_null("(no pool)"),
         pl.col("gr_active_avg", "allocated_gpus").cast(pl.Float64),
     )
@@ -49,24 +52,49 @@ def utilization_heatmap(df: pl.DataFrame, *, max_nodes: int = 200, max_cells: in
         (pl.col("allocated_gpus") * (1 - pl.col("gr_active_avg"))).fill_null(0).sum().alias("idle_alloc"),
     )
     n_all = per_node.height
-    note = f"{n_all} nodes, sorted by node pool"
-    if n_all > max_nodes:
-        per_node = per_node.sort(["idle_alloc", "node"], descending=[True, False]).head(max_nodes)
-        note = f"the {max_nodes} of {n_all} nodes with the most idle allocated GPU-hours, by node pool"
-    per_node = per_node.sort(["pool", "node"])
+    per_node = (per_node.sort(["idle_alloc", "node"], descending=[True, False]).head(max_nodes)
+                .sort(["pool", "node"]).with_row_index("n"))
     start, end = time_span(df, "hour")
     hours = bin_hours(start, end, max(1, max_cells // per_node.height))
-    cells = (
-        with_time_bins(df.filter(pl.col("node").is_in(per_node.get_column("node").implode())), "hour", hours)
-        .group_by("node", "t0")
-        .agg(
-            pl.col("gr_active_avg").mean().round(3).alias("gr"),
-            pl.col("allocated_gpus").mean().round(1).alias("alloc"),
-        )
+    return (
+        df.join(per_node.select("node", "pool", "n"), on="node")
+        .with_columns(pl.col("hour").dt.truncate(f"{hours}h").alias("t0"))
+        .group_by("n", "node", "pool", "t0")
+        .agg(pl.col("gr_active_avg").mean(), pl.col("allocated_gpus").mean())
+        .with_columns(nodes=pl.lit(n_all), bin_hours=pl.lit(hours), first_hour=pl.lit(start), last_hour=pl.lit(end))
+        .sort("n", "t0")
+        .select(columns)
     )
-    # Cells carry a node number; names and pools come from a lookup (a much smaller file).
-    per_node = per_node.with_row_index("n")
-    cells = cells.join(per_node.select("node", "n"), on="node").drop("node").sort("n", "t0")
+
+
+def utilization_heatmap(df: pl.DataFrame, *, max_nodes: int = 200, max_cells: int = 4800) -> ChartLike:
+    """GR engine activity per node and time bin (``gpu_heatmap`` model's node-hours).
+
+    Large fleets show the ``max_nodes`` nodes with the most idle allocated GPU-hours; the
+    time bins widen so that nodes x bins stays within ``max_cells``.
+    """
+    return heatmap(heatmap_cells(df, max_nodes=max_nodes, max_cells=max_cells))
+
+
+def heatmap(cells: pl.DataFrame) -> ChartLike:
+    """The utilization heatmap from its cells (the ``gpu_heatmap_cells`` model, or
+    :func:`heatmap_cells` of ``gpu_heatmap``'s node-hours)."""
+    title = "GPU activity by node over time"
+    if cells.is_empty():
+        return placeholder(title, "no GPU activity samples in the data")
+    per_node = cells.group_by("n").agg(pl.col("node", "pool").first()).sort("n").select(
+        pl.col("n").cast(pl.UInt32), pl.col("node").cast(pl.Utf8), pl.col("pool").cast(pl.Utf8))
+    n_all, shown = int(cells.get_column("nodes")[0]), per_node.height
+    note = (f"the {shown} of {n_all} nodes with the most idle allocated GPU-hours, by node pool" if shown < n_all
+            else f"{n_all} nodes, sorted by node pool")
+    start, end = cells.get_column("first_hour")[0], cells.get_column("last_hour")[0]
+    hours = int(cells.get_column("bin_hours")[0])
+    # the means to 12 decimals first: the order they were summed in (DuckDB's parallel sums) does not
+    # decide a mean that lies on a rounding boundary (0.0375 shown as 0.037 or 0.038)
+    cells = cells.select(
+        pl.col("t0").dt.strftime(ISO), pl.col("gr_active_avg").cast(pl.Float64).round(12).round(3).alias("gr"),
+        pl.col("allocated_gpus").cast(pl.Float64).round(12).round(1).alias("alloc"), pl.col("n").cast(pl.UInt32),
+    )
     order = per_node.get_column("node").to_list()
     labels = len(order) <= 60
     height = max(120, min(900, 14 * len(order)))

@@ -124,7 +124,7 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
             cluster_scoped(gi.query("waste_hourly_by", by="namespace"), "group"), by="namespace")),
         ("waste-by-queue", charts.waste_over_time(
             cluster_scoped(gi.query("waste_hourly_by", by="queue"), "group"), by="queue")),
-        ("utilization-heatmap", charts.utilization_heatmap(cluster_scoped(gi.query("gpu_heatmap"), "node"))),
+        ("utilization-heatmap", charts.heatmap(_heatmap_cells(gi))),
         ("mig-fit", charts.mig_fit(with_production(gi.query("workload_gpu_profile"), settings["production"]),
                                    gi.query("mig_catalog"), memory_headroom=settings["consolidation"]["memory_headroom"],
                                    compute_target=settings["consolidation"]["compute_target"])),
@@ -148,6 +148,15 @@ def _build_report(gi: ReportSource, plan: Any, *, cluster: str | None = None) ->
                   plan_id=getattr(plan, "plan_id", None), waste_tables=tables,
                   sections=[*ray_keda.sections(plan.recommendations), signals_section(plan.recommendations),
                             unit_economics.section(economics, _optional(gi, "energy_by", by="team"))])
+
+
+def _heatmap_cells(gi: ReportSource) -> pl.DataFrame:
+    """The heatmap's cells, cut in the warehouse (``gpu_heatmap_cells``: a few thousand rows, not
+    every node-hour), or by the chart from ``gpu_heatmap`` for a source that holds only that."""
+    try:
+        return gi.query("gpu_heatmap_cells")
+    except NotFound:
+        return charts.heatmap_cells(cluster_scoped(gi.query("gpu_heatmap"), "node"))
 
 
 def _optional(gi: ReportSource, name: str, **params: Any) -> pl.DataFrame:

@@ -25,14 +25,16 @@ GB = 1e9
 
 def typical_hour(timeline: pl.DataFrame) -> pl.DataFrame:
     """The steps of the clock hour whose mean GR activity is closest to the median hour's, among
-    the hours with the most steps (a whole hour, not one cut by the window's edge)."""
+    the hours with the most steps (a whole hour, not one cut by the window's edge); the
+    ``workload_activity_timeline`` model picks the same hour with ``typical_hour``."""
     if timeline.is_empty():
         return timeline
     t = timeline.with_columns(pl.col("ts").dt.truncate("1h").alias("_hour"))
     hours = t.group_by("_hour").agg(pl.col("gr_active").mean().alias("g"), pl.len().alias("n"))
     full = hours.filter(pl.col("n") == pl.col("n").max())
     median = full.get_column("g").median()
-    pick = full.with_columns((pl.col("g") - median).abs().alias("d")).sort("d", "_hour").get_column("_hour")[0]
+    # distances within 1e-9 are equal (the earliest hour), whatever order the means were summed in
+    pick = full.with_columns((pl.col("g") - median).abs().round(9).alias("d")).sort("d", "_hour").get_column("_hour")[0]
     return t.filter(pl.col("_hour") == pick).drop("_hour").sort("ts")
 
 
@@ -85,8 +87,9 @@ def input_starved_charts(query: Any, recs: list[Any], *, top_n: int = 3) -> list
     starved = sorted(INPUT_STARVED.of(recs), key=lambda r: -r.monthly_savings_usd)
     for i, r in enumerate(starved[:top_n]):
         e = INPUT_STARVED.evidence_of(r)
+        # the model picks the hour: only its steps leave the warehouse
         timeline = query("workload_activity_timeline", namespace=r.namespace, workload=r.workload,
-                         cluster=getattr(r, "cluster", None))
+                         cluster=getattr(r, "cluster", None), typical_hour=True)
         sub = (f"duty cycle {e.duty_cycle_pct}% of bursts at {e.burst_level_pct}%; "
                f"cause: {e.cause} ({e.resolution})")
         out.append((f"input-starved-{i + 1}", activity_hour(
