@@ -26,6 +26,9 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
 * beside it, in the same run, the full pipeline producing the same day-31 state from scratch
   (``bench/pipeline.py``'s stages load, models, recommend, report over all 31 days): what a daily
   run costs when every refresh recomputes the whole window;
+* beside the cycle (not part of it): the Prometheus server alone answering the day's range
+  queries as the collector plans them, from as many threads as it keeps in flight: the physical
+  limit of the collect stage;
 * a check: the day-31 warehouse's models rebuilt from scratch (``refresh(full=True)``) give the
   same plan, byte for byte (when not, both plans are kept in ``WORKDIR/plans-differ`` and the
   JSON paths that differ printed).
@@ -133,6 +136,24 @@ def stage_collect(db: Path, files_root: Path, url: str, since: str, until: str, 
             "refresh": refresh.summary(), "full": refresh.full}
 
 
+def stage_server(files_root: Path, url: str, since: str, until: str, interval_s: int) -> dict:
+    """The physical limit of the day's collection: the Prometheus server answering the very range
+    queries the collector plans for the day (``PrometheusSource.plan``), sent plain from as many
+    threads as the collector keeps in flight, the answers' bytes read and dropped."""
+    from bench.collect import server_alone
+    from bench.fleet_warehouse import FleetFiles
+    from gpuinsight.config import Config, PrometheusConfig
+    from gpuinsight.sources.prometheus import PrometheusSource
+
+    files = FleetFiles(files_root, json.loads((files_root / "manifest.json").read_text()))
+    config = Config(cluster=files.meta["cluster"], prometheus=PrometheusConfig(url=url))
+    src = PrometheusSource(config)
+    t0, t1 = src.grid(datetime.fromisoformat(since), datetime.fromisoformat(until), interval_s)
+    queries = [q for chunk in src.plan(t0, t1, interval_s, raw=False) for q in chunk]
+    seconds, nbytes = server_alone(url, queries, config.prometheus.concurrency)
+    return {"rows": len(queries), "seconds": seconds, "mb": nbytes / 1e6, "threads": config.prometheus.concurrency}
+
+
 def stage_models_full(db: Path) -> dict:
     import gpuinsight as gi
 
@@ -223,7 +244,8 @@ def main() -> None:
                     help="hours of the exposition per promtool backfill (bounds the disk the setup takes)")
     ap.add_argument("--setup-only", action="store_true",
                     help="build or check the Prometheus data and yesterday's warehouse in --workdir, then stop")
-    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full"], help=argparse.SUPPRESS)
+    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full", "server"],
+                    help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -244,6 +266,9 @@ def main() -> None:
         return
     if a.stage == "models-full":
         print(json.dumps(stage_models_full(a.db)))
+        return
+    if a.stage == "server":
+        print(json.dumps(stage_server(a.files, a.url, a.since, a.until, a.interval)))
         return
 
     from tests.prom_server import prometheus_server
@@ -312,6 +337,10 @@ def main() -> None:
             info = json.loads(r["stdout"].strip().splitlines()[-1])
             r["rows"], r["what"] = info["rows"], f"{info['prometheus']}; {info['dumps']}; {info['refresh']}"
             cycle["collect"] = r
+            # beside the cycle, not part of it: what the server alone takes to answer the day's queries
+            server = run_stage("server", [*me, "--stage", "server", "--url", url, "--since", since.isoformat(),
+                                          "--until", until.isoformat()], tmp)
+            server.update(json.loads(server["stdout"].strip().splitlines()[-1]))
         cycle["recommend"] = stage_recommend(gi_cli, daily_db, tmp)
         daily_plan = cycle["recommend"]["out"].read_bytes()
         cycle["report"] = stage_report(gi_cli, daily_db, tmp)
@@ -351,6 +380,10 @@ def main() -> None:
                       f"{r['rows']:>13,}  {r['what']}")
         took = sum(r["seconds"] for r in cycle.values())
         full_s = sum(r["seconds"] for r in full.values())
+        print(f"the Prometheus server alone answering day {day}'s {server['rows']:,} range queries "
+              f"({server['threads']} in flight, {server['mb']:,.0f} MB of JSON): {server['seconds']:.1f} s = "
+              f"{100 * server['seconds'] / full_s:.1f} % of the full pipeline (the day's collect: "
+              f"{cycle['collect']['seconds'] / server['seconds']:.2f}x it)")
         peak = max(r["peak_mb"] for r in cycle.values()) / 1024
         print(f"CPU time: day {day} {sum(r['cpu_s'] for r in cycle.values()):.0f} s, full pipeline "
               f"{sum(r['cpu_s'] for r in full.values()):.0f} s; load average at the end {os.getloadavg()[0]:.1f}")

@@ -40,7 +40,8 @@ whole AS (
     SELECT hour, g FROM hours WHERE steps = (SELECT max(steps) FROM hours)
 ),
 typical AS (
-    -- distances within 1e-9 are equal: the earliest hour, whatever order the means were summed in
+    -- distances equal to 9 decimals (plan.model.SETTLE_DIGITS, as reports.signals.typical_hour) are
+    -- equal: the earliest hour, whatever order the means were summed in
     SELECT hour FROM whole ORDER BY round(abs(g - (SELECT median(g) FROM whole)), 9) NULLS FIRST, hour LIMIT 1
 ),
 p AS (

@@ -5,8 +5,12 @@ scratch, so a sum's last bits vary between runs of the same data."""
 from __future__ import annotations
 
 import random
+import re
 
-from gpuinsight.plan import Recommendation, steady_round
+import polars as pl
+
+from gpuinsight.paths import queries_dir
+from gpuinsight.plan import SETTLE_DIGITS, Recommendation, steady_round, steady_round_expr
 from gpuinsight.rules.common import pct
 from gpuinsight.rules.scale_to_zero import week_profile
 
@@ -35,3 +39,24 @@ def test_the_plan_layers_round_steadily() -> None:
     saving = [Recommendation(rule="idle", title="t", monthly_savings_usd=x).monthly_savings_usd
               for x in (2.1149999999999998, 2.115)]
     assert saving == [2.12, 2.12]
+
+
+def test_a_chart_column_rounds_steadily_too() -> None:
+    rng = random.Random(11)
+    forward, backward = [], []
+    for _ in range(5_000):
+        xs = [round(rng.uniform(0, 1), rng.choice([3, 4])) for _ in range(rng.randint(2, 9))]
+        forward.append(sum(xs) / len(xs))
+        backward.append(sum(sorted(xs)) / len(xs))
+    frame = pl.DataFrame({"a": forward, "b": backward})
+    assert (frame["a"] != frame["b"]).any()  # the orders left different last bits
+    for digits in (1, 3):
+        got = frame.select(steady_round_expr(pl.col("a"), digits).alias("a"),
+                           steady_round_expr(pl.col("b"), digits).alias("b"))
+        assert got["a"].to_list() == got["b"].to_list()
+        assert (got["a"] - frame["a"]).abs().max() <= 0.5 * 10 ** -digits + 1e-9
+
+
+def test_the_typical_hour_in_sql_settles_to_the_same_decimals() -> None:
+    sql = (queries_dir() / "workload_activity_timeline.sql").read_text()
+    assert re.search(r"round\(abs\(g - \(SELECT median\(g\) FROM whole\)\), (\d+)\)", sql).group(1) == str(SETTLE_DIGITS)

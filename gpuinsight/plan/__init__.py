@@ -11,7 +11,16 @@
 
 from gpuinsight.plan.ids import finding_id, stable_id
 from gpuinsight.plan.kinds import KINDS, RULE_NAMES, FindingKind, kind_of
-from gpuinsight.plan.model import HOURS_PER_MONTH, Plan, Recommendation, steady_round, target_of
+from gpuinsight.plan.model import (
+    HOURS_PER_MONTH,
+    SETTLE_DIGITS,
+    Plan,
+    Recommendation,
+    steady_round,
+    steady_round_expr,
+    target_of,
+)
 
-__all__ = ["HOURS_PER_MONTH", "KINDS", "RULE_NAMES", "FindingKind", "Plan", "Recommendation", "finding_id",
-           "kind_of", "stable_id", "steady_round", "target_of"]
+__all__ = ["HOURS_PER_MONTH", "KINDS", "SETTLE_DIGITS", "RULE_NAMES", "FindingKind", "Plan", "Recommendation", "finding_id",
+           "kind_of", "stable_id", "steady_round", "steady_round_expr",
+           "target_of"]

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuinsight.config import DEFAULT_CLUSTER
 from gpuinsight.plan.ids import finding_id
 from gpuinsight.plan.kinds import RULE_NAMES
 
+if TYPE_CHECKING:
+    import polars as pl
+
 # every dollar figure of a plan is per month of this many hours (the run rate of the window)
 HOURS_PER_MONTH = 730.0
-# a figure is first rounded to this many decimals, then to its own (steady_round)
-_SETTLE_DIGITS = 9
+# a figure is first rounded to this many decimals, then to its own (steady_round): the last bits
+# a parallel sum's order leaves are far below it, every digit a figure shows far above it
+SETTLE_DIGITS = 9
 
 
 def steady_round(x: float, digits: int) -> float:
@@ -28,7 +32,12 @@ def steady_round(x: float, digits: int) -> float:
     parallel, and an incremental refresh stores rows in another order than a build from
     scratch), so a value on a half-way digit (2.115, reached as 2.1149999999999998) rounds one
     way every time instead of flipping between runs."""
-    return round(round(x, max(digits, _SETTLE_DIGITS)), digits)
+    return round(round(x, max(digits, SETTLE_DIGITS)), digits)
+
+
+def steady_round_expr(expr: pl.Expr, digits: int) -> pl.Expr:
+    """:func:`steady_round` of a polars column (a chart's figures, a tie between means)."""
+    return expr.round(max(digits, SETTLE_DIGITS)).round(digits)
 
 
 @dataclass

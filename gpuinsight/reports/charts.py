@@ -12,7 +12,7 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from gpuinsight.plan import HOURS_PER_MONTH
+from gpuinsight.plan import HOURS_PER_MONTH, steady_round_expr
 from gpuinsight.reports import theme
 from gpuinsight.reports.chartkit import USD, ChartLike, heading, padded, placeholder, time_axis
 from gpuinsight.reports.frames import (
@@ -89,11 +89,11 @@ def heatmap(cells: pl.DataFrame) -> ChartLike:
             else f"{n_all} nodes, sorted by node pool")
     start, end = cells.get_column("first_hour")[0], cells.get_column("last_hour")[0]
     hours = int(cells.get_column("bin_hours")[0])
-    # the means to 12 decimals first: the order they were summed in (DuckDB's parallel sums) does not
-    # decide a mean that lies on a rounding boundary (0.0375 shown as 0.037 or 0.038)
+    # rounded steadily: the order the means were summed in (DuckDB's parallel sums) does not decide
+    # a mean that lies on a rounding boundary (0.0375 shown as 0.037 or 0.038)
     cells = cells.select(
-        pl.col("t0").dt.strftime(ISO), pl.col("gr_active_avg").cast(pl.Float64).round(12).round(3).alias("gr"),
-        pl.col("allocated_gpus").cast(pl.Float64).round(12).round(1).alias("alloc"), pl.col("n").cast(pl.UInt32),
+        pl.col("t0").dt.strftime(ISO), steady_round_expr(pl.col("gr_active_avg").cast(pl.Float64), 3).alias("gr"),
+        steady_round_expr(pl.col("allocated_gpus").cast(pl.Float64), 1).alias("alloc"), pl.col("n").cast(pl.UInt32),
     )
     order = per_node.get_column("node").to_list()
     labels = len(order) <= 60

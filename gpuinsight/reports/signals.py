@@ -15,6 +15,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from gpuinsight.plan import SETTLE_DIGITS
 from gpuinsight.plan.kinds import INPUT_STARVED, SPOT, TOPOLOGY
 from gpuinsight.reports.chartkit import ChartLike, heading, placeholder
 from gpuinsight.reports.theme import WIDTH
@@ -33,8 +34,9 @@ def typical_hour(timeline: pl.DataFrame) -> pl.DataFrame:
     hours = t.group_by("_hour").agg(pl.col("gr_active").mean().alias("g"), pl.len().alias("n"))
     full = hours.filter(pl.col("n") == pl.col("n").max())
     median = full.get_column("g").median()
-    # distances within 1e-9 are equal (the earliest hour), whatever order the means were summed in
-    pick = full.with_columns((pl.col("g") - median).abs().round(9).alias("d")).sort("d", "_hour").get_column("_hour")[0]
+    # distances equal to SETTLE_DIGITS decimals are equal (the earliest hour), whatever order the means
+    # were summed in (workload_activity_timeline.sql rounds to the same 9 decimals)
+    pick = full.with_columns((pl.col("g") - median).abs().round(SETTLE_DIGITS).alias("d")).sort("d", "_hour").get_column("_hour")[0]
     return t.filter(pl.col("_hour") == pick).drop("_hour").sort("ts")
 
 

@@ -58,7 +58,7 @@ from gpuinsight.rules.consolidation_plan import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.effects import GpusPartitioned, PodLeaves, SharingHost
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
-from gpuinsight.rules.pool_plan import PoolInputs, plannable, pod_budgets, pods_after, pool_key, record_moves
+from gpuinsight.rules.pool_plan import PoolInputs, plannable, pods_after, pool_key, record_moves
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
 from gpuinsight.rules.serving import (
     memory_by_workload,
@@ -188,7 +188,7 @@ class ConsolidationRule(Rule):
                 # stopped first: not a gang of several pods (never split), no PodDisruptionBudget; the
                 # one pod of a gang (Volcano's podgroup of a Deployment) restarts whole
                 gang = bool(p.gang) and num(p.gang_pods, 1) > 1
-                evictable = not gang and not pod_budgets(p, inputs.pdbs_by_ns)
+                evictable = not gang and not inputs.pod_budgets(p)
                 out.append(Demand(key, p.pod, p.node, mem, compute, production, r, indices, evictable,
                                   node_row=node, production_reason=why, serving=serving.get(key),
                                   serving_size=serving_size(r, memory.get(key), t)))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuinsight.keys import BudgetKey, BudgetKind, NodeKey, PodKey, WorkloadKey
-from gpuinsight.kubelabels import LabelIndex, selector_matches
+from gpuinsight.kubelabels import LabelIndex
 from gpuinsight.kubelabels import json_object as as_map
 from gpuinsight.rules.common import cluster_of, num
 from gpuinsight.rules.context import PlanContext
@@ -69,23 +69,28 @@ def gang_budget(cluster: str, namespace: str, gang: str) -> BudgetKey:
     return BudgetKey(BudgetKind.GANG, cluster, namespace, gang)
 
 
-def pdb_budgets(placement: list[Row], pdbs: list[Row]) -> dict[BudgetKey, int]:
-    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy)."""
+PodIdentity = tuple[str, str, str, Any]  # cluster, namespace, pod, uid of a placement_current row
+
+
+def pod_identity(p: Row) -> PodIdentity:
+    return (cluster_of(p), p.namespace, p.pod, p.uid)
+
+
+def pdb_budgets(placement: list[Row], pdbs: list[Row]
+                ) -> tuple[dict[BudgetKey, int], dict[PodIdentity, tuple[BudgetKey, ...]]]:
+    """PDB -> evictions it allows now, counting the pods it covers (all assumed healthy); and each
+    covered pod's PDBs (in the order of ``pdbs``), from the same covered sets."""
     pods = LabelIndex(placement, lambda p: (cluster_of(p), p.namespace), lambda p: as_map(p.labels))
-    out = {}
+    allowed: dict[BudgetKey, int] = {}
+    of_pod: dict[PodIdentity, list[BudgetKey]] = defaultdict(list)
     for b in pdbs:
-        covered = len(pods.covered((cluster_of(b), b.namespace), as_map(b.selector)))
+        covered = pods.covered((cluster_of(b), b.namespace), as_map(b.selector))
         spec = {"min_available": b.min_available, "max_unavailable": b.max_unavailable}
-        out[pdb_key(b)] = allowed_disruptions(spec, covered, covered)
-    return out
-
-
-def pod_budgets(p: Row, pdbs_by_ns: dict[tuple[str, str], list[tuple[Row, dict[str, Any]]]]
-                ) -> tuple[BudgetKey, ...]:
-    """The PDBs (each with its parsed selector) whose selector covers a ``placement_current`` pod."""
-    labels = as_map(p.labels)
-    return tuple(pdb_key(b) for b, selector in pdbs_by_ns.get((cluster_of(p), p.namespace), [])
-                 if selector_matches(selector, labels))
+        key = pdb_key(b)
+        allowed[key] = allowed_disruptions(spec, len(covered), len(covered))
+        for p in covered:
+            of_pod[pod_identity(p)].append(key)
+    return allowed, {p: tuple(keys) for p, keys in of_pod.items()}
 
 
 class PoolInputs:
@@ -94,12 +99,11 @@ class PoolInputs:
     def __init__(self, frames: dict[str, Any], ctx: PlanContext) -> None:
         self.busy = {r.workload_key: num(r.gr_mean) for r in ctx.rows(frames, "workload_gpu_profile")}
         self.placement = ctx.rows(frames, "placement_current")
-        pdbs = ctx.rows(frames, "disruption_budgets")
-        self.budgets = pdb_budgets(self.placement, pdbs)
-        # a PDB is its cluster's; its selector parsed once, not once per pod of its namespace
-        self.pdbs_by_ns: dict[tuple[str, str], list[tuple[Row, dict[str, Any]]]] = defaultdict(list)
-        for b in pdbs:
-            self.pdbs_by_ns[(cluster_of(b), b.namespace)].append((b, as_map(b.selector)))
+        self.budgets, self._budgets_of = pdb_budgets(self.placement, ctx.rows(frames, "disruption_budgets"))
+
+    def pod_budgets(self, p: Row) -> tuple[BudgetKey, ...]:
+        """The PDBs whose selector covers ``p`` (a row of :attr:`placement`)."""
+        return self._budgets_of.get(pod_identity(p), ())
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ def build_problem(key: PoolKey, members: list[Row], pods_on: dict[NodeKey, list[
                 pinned = True
             if ctx.was_moved(PodKey(cluster, p.namespace, p.pod)):
                 pinned = True  # moved once by this plan already: it is not moved again
-            own = pod_budgets(p, inputs.pdbs_by_ns)
+            own = inputs.pod_budgets(p)
             if elastic:
                 name = gang_budget(cluster, p.namespace, p.gang)
                 problem.budgets[name] = gang_size - int(min_member or 1) - ctx.evictions_used(name)
