@@ -26,6 +26,10 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
 * beside it, in the same run, the full pipeline producing the same day-31 state from scratch
   (``bench/pipeline.py``'s stages load, models, recommend, report over all 31 days): what a daily
   run costs when every refresh recomputes the whole window;
+* with ``--workdir`` (yesterday's warehouse kept), what the day's load touched of the per-workload
+  statistics every refresh rebuilds whole (``stage_touched``, not timed): the workloads its samples
+  or changed allocations reach, the share of the window's samples they hold, and the rows of
+  those models that differ from yesterday's;
 * a check: the day-31 warehouse's models rebuilt from scratch (``refresh(full=True)``) give the
   same plan, byte for byte (when not, both plans are kept in ``WORKDIR/plans-differ`` and the
   JSON paths that differ printed).
