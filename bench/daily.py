@@ -29,6 +29,10 @@ realistic mix, ``--gpus`` GPUs), generated for ``--days`` + 1 days:
 * beside the cycle (not part of it): the Prometheus server alone answering the day's range
   queries as the collector plans them, from as many threads as it keeps in flight: the physical
   limit of the collect stage;
+* with ``--workdir`` (yesterday's warehouse kept), what the day's load touched of the per-workload
+  statistics every refresh rebuilds whole (``stage_touched``, not timed): the workloads its samples
+  or changed allocations reach, the share of the window's samples they hold, and the rows of
+  those models that differ from yesterday's;
 * a check: the day-31 warehouse's models rebuilt from scratch (``refresh(full=True)``) give the
   same plan, byte for byte (when not, both plans are kept in ``WORKDIR/plans-differ`` and the
   JSON paths that differ printed).
@@ -162,6 +166,52 @@ def stage_models_full(db: Path) -> dict:
     return {"rows": len(built)}
 
 
+# the models every refresh rebuilds whole, one row per workload (idle_stretches: and Ray group)
+WORKLOAD_MODELS = ("workload_sample_stats", "workload_input_profile__default", "idle_stretches__default",
+                   "workload_gpu_profile__default")
+
+
+def stage_touched(db: Path, yesterday: Path, since: str, until: str) -> dict:
+    """What the day's load changed of the per-workload whole-window statistics: the workloads
+    (cluster, namespace, kind, name; a pod name maps to the workload of its newest pod, as the
+    models map it, by today's and by yesterday's allocations) that the day's samples or a changed
+    pod_gpu_allocations row touch, the share of the window's attributed samples they hold (what a
+    rebuild of only their rows would still read), and each model's rows that differ from yesterday's."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    con.execute(f"ATTACH '{yesterday}' AS y (READ_ONLY)")
+    names = """SELECT cluster, namespace, pod, arg_max(workload_kind, (start_ts, uid)) AS workload_kind,
+                      arg_max(workload, (start_ts, uid)) AS workload FROM {t} GROUP BY ALL"""
+    for table, allocations in (("wl_now", names.format(t="pod_gpu_allocations")),
+                               ("wl", f"{names.format(t='pod_gpu_allocations')} UNION "
+                                      f"{names.format(t='y.pod_gpu_allocations')}")):
+        con.execute(f"CREATE TEMP TABLE {table} AS SELECT DISTINCT k.pod_key, n.* EXCLUDE (pod) FROM pod_keys k "
+                    f"JOIN ({allocations}) n USING (cluster, namespace, pod)")
+    con.execute("""CREATE TEMP TABLE touched AS
+        SELECT cluster, namespace, workload_kind, workload FROM wl
+        WHERE pod_key IN (SELECT DISTINCT pod_key FROM gpu_sample_facts WHERE ts >= ?::TIMESTAMP AND ts < ?::TIMESTAMP)
+        UNION
+        SELECT cluster, namespace, workload_kind, workload
+        FROM (SELECT * FROM pod_gpu_allocations EXCEPT SELECT * FROM y.pod_gpu_allocations
+              UNION ALL (SELECT * FROM y.pod_gpu_allocations EXCEPT SELECT * FROM pod_gpu_allocations))""",
+                [since, until])
+    key = "cluster, namespace, workload_kind, workload"
+    workloads, touched = con.execute(f"SELECT count(*), count(t.workload) FROM workload_sample_stats s "
+                                     f"LEFT JOIN touched t USING ({key})").fetchall()[0]
+    samples, of_touched = con.execute(f"""
+        SELECT sum(c), sum(c) FILTER (WHERE t.workload IS NOT NULL)
+        FROM (SELECT pod_key, count(*) AS c FROM gpu_sample_facts GROUP BY pod_key) f
+        JOIN wl_now USING (pod_key) LEFT JOIN touched t USING ({key})""").fetchall()[0]
+    rows = {}
+    for table in WORKLOAD_MODELS:
+        total, same = con.execute(f'SELECT (SELECT count(*) FROM "{table}"), count(*) FROM '
+                                  f'(SELECT * FROM "{table}" INTERSECT ALL SELECT * FROM y."{table}")').fetchall()[0]
+        rows[table] = [total - same, total]
+    return {"workloads": workloads, "touched": touched, "samples": int(samples or 0),
+            "samples_touched": int(of_touched or 0), "rows_changed": rows}
+
+
 def day31_tsdb(workdir: Path, meta: dict, days: float, chunk_hours: int = 6) -> Path:
     """A Prometheus TSDB holding the last two days of the fleet (built once per fleet, reused).
 
@@ -244,13 +294,14 @@ def main() -> None:
                     help="hours of the exposition per promtool backfill (bounds the disk the setup takes)")
     ap.add_argument("--setup-only", action="store_true",
                     help="build or check the Prometheus data and yesterday's warehouse in --workdir, then stop")
-    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full", "server"],
+    ap.add_argument("--stage", choices=["tsdb", "base", "full-load", "collect", "models-full", "server", "touched"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--since", help=argparse.SUPPRESS)
     ap.add_argument("--until", help=argparse.SUPPRESS)
+    ap.add_argument("--yesterday", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.stage == "tsdb":
         day31_tsdb(a.workdir, json.loads((a.files / "manifest.json").read_text()), a.days, a.chunk_hours)
@@ -269,6 +320,9 @@ def main() -> None:
         return
     if a.stage == "server":
         print(json.dumps(stage_server(a.files, a.url, a.since, a.until, a.interval)))
+        return
+    if a.stage == "touched":
+        print(json.dumps(stage_touched(a.db, a.yesterday, a.since, a.until)))
         return
 
     from tests.prom_server import prometheus_server
@@ -344,6 +398,14 @@ def main() -> None:
         cycle["recommend"] = stage_recommend(gi_cli, daily_db, tmp)
         daily_plan = cycle["recommend"]["out"].read_bytes()
         cycle["report"] = stage_report(gi_cli, daily_db, tmp)
+        if kept_db.is_file():  # what the day changed of the per-workload statistics (not timed)
+            r = run_stage("touched", [*me, "--db", str(daily_db), "--stage", "touched", "--yesterday", str(kept_db),
+                                      "--since", since.isoformat(), "--until", until.isoformat()], tmp)
+            t = json.loads(r["stdout"].strip().splitlines()[-1])
+            print(f"day {day}'s load touched {t['touched']:,} of {t['workloads']:,} workloads ({t['samples_touched']:,} "
+                  f"of the window's {t['samples']:,} attributed samples); rows changed: "
+                  + ", ".join(f"{name.removesuffix('__default')} {n:,}/{total:,}"
+                              for name, (n, total) in t["rows_changed"].items()), flush=True)
 
         # the same day-31 warehouse, its models rebuilt from scratch: the same plan?
         # (the day's warehouse itself: its cycle is done; one 10,000-GPU warehouse less on disk)
