@@ -331,6 +331,16 @@ def test_bulk_decoder_equals_orjson_decoder() -> None:
     assert vm is not None and vm.warnings and vm.warnings[0].startswith("isPartial")
     for cut in (20, 60, len(body) - 3, len(body) - 1):  # cut short anywhere: never a silent answer
         assert fast_matrix(body[:cut]) is None
+    # every spelling of a float Prometheus writes reads as the full decoder reads it, bit for bit;
+    # a value that is not a number is left to the full decoder
+    spellings = [b"-Inf", b"NaN", b"+Inf", b"0", b"-0", b"1e-05", b"3.0000000000000004", b"1.7976931348623157e+308",
+                 b"5e-324", b"12345678901234567890", b"0.1"]
+    points = b",".join(b'[%d.999,"%s"]' % (1793491200 + 300 * i, v) for i, v in enumerate(spellings))
+    many = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[' + points + b"]}]}}"
+    fast, slow = fast_matrix(many), matrix_of(orjson.loads(many)["data"]["result"])
+    assert fast is not None and fast.ts.equals(slow.ts)
+    assert fast.values.to_numpy().tobytes() == slow.values.to_numpy().tobytes()
+    assert fast_matrix(body.replace(b'"0.5"', b'"x"')) is None and fast_matrix(body.replace(b'"0.5"', b'""')) is None
 
 
 def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None:

@@ -372,6 +372,7 @@ class PrometheusSource:
         step, each series' first and last point: :data:`~gpuinsight.sources.prom.ksm.SPAN_SERIES`)."""
         m = self.client.query_range(q)
         if is_dcgm(q):
+            m.times_us(q.shift_s)  # kept on the answer for its rows (dcgm_rows) and the refiner
             return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
         ksm = not transform_groups([q.metric])["rest"]
         read = m.ends() if q.metric in SPAN_SERIES else m

@@ -35,7 +35,7 @@ import polars as pl
 
 from gpuinsight.sources.dcgm import reading_class
 from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory
-from gpuinsight.sources.prom.frames import TS, Matrix, eval_to_ts
+from gpuinsight.sources.prom.frames import TS, Matrix
 from gpuinsight.sources.prom.promql import Query
 from gpuinsight.sources.series import (
     HINT,
@@ -100,7 +100,7 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     sizes = np.array([m.points for _, m in answers])
     gp = np.concatenate([m.series_index() for _, m in answers])
     gp += np.repeat(offsets.astype(np.uint32), sizes)
-    tsp = np.concatenate([eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy() for q, m in answers])
+    tsp = np.concatenate([m.times_us(q.shift_s) for q, m in answers])
     vp = np.concatenate([m.values.to_numpy() for _, m in answers])
     kp = key_of[gp]
     keep = kp >= 0  # series without a GPU identity: skipped (and counted) whole
