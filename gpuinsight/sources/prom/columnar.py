@@ -104,16 +104,22 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     vp = np.concatenate([m.values.to_numpy() for _, m in answers])
     kp = key_of[gp]
     keep = kp >= 0  # series without a GPU identity: skipped (and counted) whole
-    why = pl.DataFrame({"value": vp, "lo": lo_of[gp], "hi": hi_of[gp]}).select(
-        reading_class(pl.col("value"), pl.col("lo"), pl.col("hi")))
-    dropped = why.to_series().is_not_null().to_numpy() & keep
+    # the points outside [lo, hi] (NaN and missing bounds included): a superset of the readings
+    # ``reading_class`` drops, found in one numpy pass; it alone then says which of them and why
+    lo_p, hi_p = lo_of[gp], hi_of[gp]
+    with np.errstate(invalid="ignore"):
+        maybe = np.flatnonzero(~((vp >= lo_p) & (vp <= hi_p)) & keep)
+    why = pl.DataFrame({"value": vp[maybe], "lo": lo_p[maybe], "hi": hi_p[maybe]}).select(
+        reading_class(pl.col("value"), pl.col("lo"), pl.col("hi"))).to_series()
+    dropped = why.is_not_null().to_numpy()
+    del lo_p, hi_p
     if dropped.any():
         metric = np.array([q.metric for q, _ in answers], dtype=object)
-        at = np.flatnonzero(dropped)
+        at = maybe[dropped]
         count_dropped(pl.DataFrame({"metric": metric[np.searchsorted(np.cumsum(sizes), at, side="right")],
-                                    "_why": why.to_series().gather(at)}), stats)
-        keep &= ~dropped
-    del why, dropped
+                                    "_why": why.filter(pl.Series(dropped))}), stats)
+        keep[at] = False
+    del why, dropped, maybe
     if not keep.all():  # rare: compress, and the answers' slices with them
         sizes = np.add.reduceat(keep, np.cumsum(sizes) - sizes) if keep.any() else sizes * 0
         gp, tsp, vp, kp = gp[keep], tsp[keep], vp[keep], kp[keep]
