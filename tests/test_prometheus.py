@@ -105,14 +105,24 @@ def test_rerun_is_idempotent_and_cursor_is_incremental(prom_small: str, referenc
 def test_duckdb_memory_is_capped_while_collecting_then_restored(prom_small: str, tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, prom_small)
     with Warehouse(cfg.db_path) as wh:
-        def limit() -> str:
-            return str(wh.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        def limit(name: str = "memory_limit") -> str:
+            return str(wh.con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0])
 
         seen: list[str] = []
-        src = PrometheusSource(cfg, on_commit=lambda batch, rows: seen.append(limit()))
-        default = limit()
+        thresholds: list[str] = []
+        wal = cfg.db_path.with_name(cfg.db_path.name + ".wal")
+
+        def committed(batch: object, rows: object) -> None:
+            seen.append(limit())
+            thresholds.append(limit("checkpoint_threshold"))
+
+        src = PrometheusSource(cfg, on_commit=committed)
+        default, default_threshold = limit(), limit("checkpoint_threshold")
         src.collect(wh, T0, T0 + timedelta(hours=1), 300)
         assert seen == ["244.1 MiB"] and limit() == default  # 256 MB while loading; the default after
+        # chunks commit without checkpointing; the collection checkpoints once it is whole
+        assert thresholds == ["244.1 MiB"] and limit("checkpoint_threshold") == default_threshold == "16.0 MiB"
+        assert not wal.exists() or wal.stat().st_size == 0
         for chosen in ("3GB", "100MB"):  # a limit someone set survives collections (a lower one is kept)
             wh.con.execute(f"SET memory_limit='{chosen}'")
             before = limit()
