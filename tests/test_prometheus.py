@@ -105,14 +105,24 @@ def test_rerun_is_idempotent_and_cursor_is_incremental(prom_small: str, referenc
 def test_duckdb_memory_is_capped_while_collecting_then_restored(prom_small: str, tmp_path: Path) -> None:
     cfg = cfg_for(tmp_path, prom_small)
     with Warehouse(cfg.db_path) as wh:
-        def limit() -> str:
-            return str(wh.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        def limit(name: str = "memory_limit") -> str:
+            return str(wh.con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0])
 
         seen: list[str] = []
-        src = PrometheusSource(cfg, on_commit=lambda batch, rows: seen.append(limit()))
-        default = limit()
+        thresholds: list[str] = []
+        wal = cfg.db_path.with_name(cfg.db_path.name + ".wal")
+
+        def committed(batch: object, rows: object) -> None:
+            seen.append(limit())
+            thresholds.append(limit("checkpoint_threshold"))
+
+        src = PrometheusSource(cfg, on_commit=committed)
+        default, default_threshold = limit(), limit("checkpoint_threshold")
         src.collect(wh, T0, T0 + timedelta(hours=1), 300)
         assert seen == ["244.1 MiB"] and limit() == default  # 256 MB while loading; the default after
+        # chunks commit without checkpointing; the collection checkpoints once it is whole
+        assert thresholds == ["244.1 MiB"] and limit("checkpoint_threshold") == default_threshold == "16.0 MiB"
+        assert not wal.exists() or wal.stat().st_size == 0
         for chosen in ("3GB", "100MB"):  # a limit someone set survives collections (a lower one is kept)
             wh.con.execute(f"SET memory_limit='{chosen}'")
             before = limit()
@@ -331,6 +341,16 @@ def test_bulk_decoder_equals_orjson_decoder() -> None:
     assert vm is not None and vm.warnings and vm.warnings[0].startswith("isPartial")
     for cut in (20, 60, len(body) - 3, len(body) - 1):  # cut short anywhere: never a silent answer
         assert fast_matrix(body[:cut]) is None
+    # every spelling of a float Prometheus writes reads as the full decoder reads it, bit for bit;
+    # a value that is not a number is left to the full decoder
+    spellings = [b"-Inf", b"NaN", b"+Inf", b"0", b"-0", b"1e-05", b"3.0000000000000004", b"1.7976931348623157e+308",
+                 b"5e-324", b"12345678901234567890", b"0.1"]
+    points = b",".join(b'[%d.999,"%s"]' % (1793491200 + 300 * i, v) for i, v in enumerate(spellings))
+    many = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[' + points + b"]}]}}"
+    fast, slow = fast_matrix(many), matrix_of(orjson.loads(many)["data"]["result"])
+    assert fast is not None and fast.ts.equals(slow.ts)
+    assert fast.values.to_numpy().tobytes() == slow.values.to_numpy().tobytes()
+    assert fast_matrix(body.replace(b'"0.5"', b'"x"')) is None and fast_matrix(body.replace(b'"0.5"', b'""')) is None
 
 
 def test_columnar_rows_equal_the_series_frame_transform(prom_small: str) -> None:

@@ -52,7 +52,7 @@ from gpuinsight.sources.prom.generations import probe_generations
 from gpuinsight.sources.prom.ksm import SPAN_SERIES, check_ksm_values, ksm_nodes, ksm_pods
 from gpuinsight.sources.prom.promql import Matcher, Query
 from gpuinsight.sources.prom.refine import Refiner, spot
-from gpuinsight.sources.prom.store import get_state, set_state
+from gpuinsight.sources.prom.store import checkpoints_deferred, get_state, set_state
 from gpuinsight.sources.series import (
     SeriesBatch,
     TransformStats,
@@ -81,6 +81,11 @@ MAX_SHARDS = 16
 # DuckDB's memory while chunks stream in (docs/performance.md): its block cache would
 # otherwise grow with the table being appended to.
 DUCKDB_MEMORY = "256MB"
+# DuckDB's checkpoint threshold while chunks stream in: each chunk still commits on its own, but
+# its commit no longer checkpoints (a chunk logs more than DuckDB's 16 MB), only every this much
+# of log (docs/performance.md: a day of 1,000 GPUs logs about 160 MB, model refresh included).
+# Bounded: a killed run's log is replayed at the next open, and un-checkpointed blocks stay in memory.
+CHECKPOINT_THRESHOLD = "256MB"
 
 
 class PrometheusSource:
@@ -267,7 +272,7 @@ class PrometheusSource:
         details = {"step_s": step, "raw": raw, "prometheus": {**self.pcfg.redacted(), "url": self.client.where},
                    "plan": self.last_plan}
         self.stats, self.directory, self.facts = TransformStats(), NodeDirectory(), gpu_facts(wh)
-        with memory_capped(wh, DUCKDB_MEMORY):
+        with memory_capped(wh, DUCKDB_MEMORY), checkpoints_deferred(wh, CHECKPOINT_THRESHOLD):
             report = load_series(wh, self.cfg, self._batches(chunks, step), source=SOURCE, scope=self.scope,
                                  window=window, details=details, on_commit=self.on_commit, stats=self.stats,
                                  directory=self.directory)
@@ -372,6 +377,7 @@ class PrometheusSource:
         step, each series' first and last point: :data:`~gpuinsight.sources.prom.ksm.SPAN_SERIES`)."""
         m = self.client.query_range(q)
         if is_dcgm(q):
+            m.times_us(q.shift_s)  # kept on the answer for its rows (dcgm_rows) and the refiner
             return m, m.label_frame(q.keep), spot(q, m) if self.refiner is not None else None
         ksm = not transform_groups([q.metric])["rest"]
         read = m.ends() if q.metric in SPAN_SERIES else m

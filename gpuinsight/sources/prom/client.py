@@ -33,6 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import orjson
 import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import requests
 from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
@@ -249,6 +251,16 @@ _MATRIX_HEAD = re.compile(rb'\{"status":"success",(?:"isPartial":(?:true|false),
                           rb'"data":\{"resultType":"matrix","result":\[')
 _POINTS = bytes.maketrans(b"]", b"\n")
 _VALUES_KEY = b'"values":['
+# The points as CSV (``,t,"v"`` lines) read by Arrow's reader: a fifth less CPU than polars' on
+# these two float columns, and on the calling thread (``use_threads=False``): the answers are
+# decoded in the fetch workers, several at once, so a pool per call would only add switching.
+# No string is null (``"NaN"`` is a NaN, as Prometheus means it); a value that is not a number
+# raises, and the answer is decoded in full instead.
+_CSV_READ = pa_csv.ReadOptions(column_names=["_", "ts", "value"], use_threads=False, block_size=1 << 26)
+_CSV_PARSE = pa_csv.ParseOptions(quote_char='"')
+_CSV_CONVERT = pa_csv.ConvertOptions(column_types={"ts": pa.float64(), "value": pa.float64()},
+                                     include_columns=["ts", "value"], null_values=[], strings_can_be_null=False,
+                                     quoted_strings_can_be_null=False)
 
 
 def fast_matrix(body: bytes, keep: frozenset[str] | None = None,
@@ -259,7 +271,7 @@ def fast_matrix(body: bytes, keep: frozenset[str] | None = None,
     In the compact JSON these servers write, an unescaped ``"values":[`` can only be the key
     (inside a label value the quote would be escaped) and the points ``[t,"v"]`` hold no
     ``]``; so the points of all series are cut out as bytes, turned into CSV lines
-    (``[t,"v"],`` -> ``,t,"v"\\n`` by one ``translate``) and read by polars' CSV reader; only
+    (``[t,"v"],`` -> ``,t,"v"\\n`` by one ``translate``) and read by Arrow's CSV reader; only
     the small ``metric`` objects and the envelope around the result (status, ``warnings``,
     ``isPartial``) go through orjson. Anything unexpected (other key order, native histograms,
     truncation) returns None and the answer is decoded in full by orjson, which then also
@@ -299,9 +311,11 @@ def fast_matrix(body: bytes, keep: frozenset[str] | None = None,
             return None
         blob = b",".join([b"", *segments]).translate(_POINTS, b"[")
         del segments, view
-        points = pl.read_csv(blob, has_header=False, new_columns=["_", "ts", "value"], columns=[1, 2],
-                             schema={"_": pl.Utf8, "ts": pl.Float64, "value": pl.Float64}, quote_char='"')
-    except (ValueError, orjson.JSONDecodeError, pl.exceptions.PolarsError):
+        table = pa_csv.read_csv(pa.py_buffer(blob), read_options=_CSV_READ, parse_options=_CSV_PARSE,
+                                convert_options=_CSV_CONVERT)
+        del blob
+        points = pl.DataFrame(table)
+    except (ValueError, orjson.JSONDecodeError, pa.ArrowException, pl.exceptions.PolarsError):
         return None
     if points.height != sum(lens) or points["ts"].null_count() or points["value"].null_count():
         return None

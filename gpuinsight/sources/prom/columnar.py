@@ -35,7 +35,7 @@ import polars as pl
 
 from gpuinsight.sources.dcgm import reading_class
 from gpuinsight.sources.gpu_nodes import DEFAULT_NODE_LABELS, NodeDirectory
-from gpuinsight.sources.prom.frames import TS, Matrix, eval_to_ts
+from gpuinsight.sources.prom.frames import TS, Matrix
 from gpuinsight.sources.prom.promql import Query
 from gpuinsight.sources.series import (
     HINT,
@@ -100,20 +100,26 @@ def dcgm_rows(answers: Sequence[tuple[Query, Matrix]], cluster: str, step_s: int
     sizes = np.array([m.points for _, m in answers])
     gp = np.concatenate([m.series_index() for _, m in answers])
     gp += np.repeat(offsets.astype(np.uint32), sizes)
-    tsp = np.concatenate([eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy() for q, m in answers])
+    tsp = np.concatenate([m.times_us(q.shift_s) for q, m in answers])
     vp = np.concatenate([m.values.to_numpy() for _, m in answers])
     kp = key_of[gp]
     keep = kp >= 0  # series without a GPU identity: skipped (and counted) whole
-    why = pl.DataFrame({"value": vp, "lo": lo_of[gp], "hi": hi_of[gp]}).select(
-        reading_class(pl.col("value"), pl.col("lo"), pl.col("hi")))
-    dropped = why.to_series().is_not_null().to_numpy() & keep
+    # the points outside [lo, hi] (NaN and missing bounds included): a superset of the readings
+    # ``reading_class`` drops, found in one numpy pass; it alone then says which of them and why
+    lo_p, hi_p = lo_of[gp], hi_of[gp]
+    with np.errstate(invalid="ignore"):
+        maybe = np.flatnonzero(~((vp >= lo_p) & (vp <= hi_p)) & keep)
+    why = pl.DataFrame({"value": vp[maybe], "lo": lo_p[maybe], "hi": hi_p[maybe]}).select(
+        reading_class(pl.col("value"), pl.col("lo"), pl.col("hi"))).to_series()
+    dropped = why.is_not_null().to_numpy()
+    del lo_p, hi_p
     if dropped.any():
         metric = np.array([q.metric for q, _ in answers], dtype=object)
-        at = np.flatnonzero(dropped)
+        at = maybe[dropped]
         count_dropped(pl.DataFrame({"metric": metric[np.searchsorted(np.cumsum(sizes), at, side="right")],
-                                    "_why": why.to_series().gather(at)}), stats)
-        keep &= ~dropped
-    del why, dropped
+                                    "_why": why.filter(pl.Series(dropped))}), stats)
+        keep[at] = False
+    del why, dropped, maybe
     if not keep.all():  # rare: compress, and the answers' slices with them
         sizes = np.add.reduceat(keep, np.cumsum(sizes) - sizes) if keep.any() else sizes * 0
         gp, tsp, vp, kp = gp[keep], tsp[keep], vp[keep], kp[keep]

@@ -59,6 +59,8 @@ class Matrix:
     ts: pl.Series                    # Float64, evaluation time (unix seconds) of each point
     values: pl.Series                # Float64
     warnings: list[str] = field(default_factory=list)
+    # ``times_us``' answers by shift: made once, in the fetch worker that decoded the answer
+    _times: dict[float, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def points(self) -> int:
@@ -83,6 +85,15 @@ class Matrix:
         mask[last[self.lens > 0]] = True
         mask[(last - self.lens + 1)[self.lens > 0]] = True
         return self.select_points(mask)
+
+    def times_us(self, shift_s: float) -> np.ndarray:
+        """Each point's row time (:func:`eval_to_ts` of ``ts``) as int64 microseconds, kept: the
+        fetch worker makes it while other answers are on the wire, so the chunk's rows, made
+        once its last answer is in, only gather it."""
+        got = self._times.get(shift_s)
+        if got is None:
+            got = self._times[shift_s] = eval_to_ts(self.ts, shift_s).cast(pl.Int64).to_numpy()
+        return got
 
     def series_index(self) -> np.ndarray:
         """The series (index into ``labels``) of every point."""

@@ -28,7 +28,7 @@ import polars as pl
 
 from gpuinsight.sources.dcgm import BY_SPELLING, DROPPED_SUFFIX, base_name, reading_class
 from gpuinsight.sources.prom import promql
-from gpuinsight.sources.prom.frames import Matrix, eval_to_ts
+from gpuinsight.sources.prom.frames import Matrix
 from gpuinsight.sources.prom.promql import Matcher, Query
 
 EPS_S = 0.001
@@ -64,7 +64,7 @@ class Refiner:
             if not with_uuid.any():  # not a GPU: the transform skips the series and counts it
                 continue
             sid = [ids.setdefault(_label_key(m.labels[i]), len(ids)) for i in g[with_uuid]]
-            ts = eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy()[at[with_uuid]]
+            ts = m.times_us(q.shift_s)[at[with_uuid]]
             spotted.setdefault(name, []).append(pl.DataFrame({"_s": sid, "ts": ts}, schema={"_s": pl.Int64,
                                                                                              "ts": pl.Int64}))
         if not spotted:
@@ -131,7 +131,7 @@ def _points(q: Query, m: Matrix, ids: dict[tuple[tuple[str, str], ...], int], ke
     cand = np.flatnonzero(s_p >= 0)
     hit = np.zeros(m.points, dtype=bool)
     if len(cand):
-        ts = eval_to_ts(m.ts, q.shift_s).cast(pl.Int64).to_numpy()[cand]
+        ts = m.times_us(q.shift_s)[cand]
         found = pl.DataFrame({"_s": s_p[cand], "ts": ts, "_i": cand}).join(keys, on=["_s", "ts"], how="semi")
         hit[found["_i"].to_numpy()] = True
     if not keep and not hit.any():

@@ -1,9 +1,10 @@
 """Warehouse writes shared by the metrics loaders: dimension upserts, the ingest cursor, and
-DuckDB's memory while a collection streams into it."""
+DuckDB's checkpoints while a collection streams into it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ import duckdb
 import orjson
 import polars as pl
 
-from gpuinsight.warehouse.db import Warehouse, registered
+from gpuinsight.warehouse.db import Warehouse, _size_bytes, connect_memory, registered
 
 
 def merge_spans(
@@ -98,3 +99,37 @@ def set_state(
         return
     with wh.transaction() as tx:
         tx.execute(sql, params)
+
+
+@contextlib.contextmanager
+def checkpoints_deferred(wh: Warehouse, threshold: str) -> Iterator[None]:
+    """DuckDB's ``checkpoint_threshold`` raised to ``threshold`` for the duration, then put back,
+    and (outside a write session, which checkpoints when it ends) the warehouse checkpointed.
+
+    DuckDB writes the log into the file (a checkpoint) at the first commit after the log passes
+    the threshold, 16 MB by default; a collection's chunk logs more than that, so each chunk's
+    commit was also a checkpoint, rewriting the tables' last blocks every time (docs/performance.md).
+    Each chunk is still committed on its own, durable in the log: a killed run keeps its committed
+    chunks, the log replayed when the warehouse is next opened. A higher threshold already set is kept.
+    """
+    def setting(con: duckdb.DuckDBPyConnection) -> str:
+        return str(con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0])
+
+    with wh._lock:
+        before = setting(wh.con)
+        if _size_bytes(before) >= _size_bytes(threshold):
+            before = ""
+        else:
+            wh.con.execute(f"SET checkpoint_threshold='{_size_bytes(threshold):.0f}B'")
+    try:
+        yield
+    finally:
+        if before:
+            default = setting(connect_memory())
+            with wh._lock:
+                if before == default:
+                    wh.con.execute("RESET checkpoint_threshold")
+                else:  # DuckDB prints it rounded: nudged up so that it prints the same again
+                    wh.con.execute(f"SET checkpoint_threshold='{_size_bytes(before) * 1.0005:.0f}B'")
+    if before and not wh.in_transaction:  # after a whole collection only: a failure is raised as itself
+        wh.checkpoint()
