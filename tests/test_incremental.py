@@ -368,3 +368,94 @@ def test_a_vgpu_pod_moved_to_another_device_rebuilds_the_hours_it_shared(tmp_pat
         assert not g.models.last.full
         assert g.sql("SELECT sum(gpu_hours) FROM allocation_hourly WHERE uid = 'uid-v0'").item() > cut
         assert_same(model_rows(g), from_scratch(g), "a vGPU pod moved")
+
+
+def _spread_over_clusters(seed: int) -> World:
+    """A World of ``seed`` or a later one with both clusters (the same namespace names in each)."""
+    world = World(seed)
+    while len({n["cluster"] for n in world.nodes}) < 2:
+        seed += 1
+        world = World(seed)
+    return world
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_build_in_slices_of_hours_equals_one_statement(tmp_path: Path, seed: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partitioned model built from scratch a slice of hours at a time (registry.hour_slices)
+    has the rows of one statement over every hour: random fleets in two clusters with MIG,
+    time-sliced and vGPU nodes, energy counters and servers, pods and nodes known before the first
+    sample and after the last (a cluster whose DCGM is not scraped; the first slice is unbounded
+    below, the last above); and an
+    incremental refresh of a long re-collected range, in slices too, equals both."""
+    from gpuinsight.sql import registry
+
+    world = _spread_over_clusters(seed * 10)
+    rng = random.Random(seed)
+    first = T0 + timedelta(hours=rng.randint(6, 8))
+    last = first + timedelta(hours=rng.randint(6, 8))
+    # cluster b's DCGM is not scraped: its window is its GPU pods' lifetimes, beyond a's samples
+    samples = world.samples
+    world.samples = lambda t0, t1, variant: samples(t0, t1, variant).filter(pl.col("cluster") == "a")  # type: ignore[method-assign]
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, first, last, 0)
+        with g.writing(), g.wh.transaction() as con:  # what the pods and nodes did outside the samples' span
+            merge_spans(g.wh, con, "pods", world.pod_rows(T0, T0 + timedelta(hours=HOURS)), ["cluster", "uid"])
+            merge_spans(g.wh, con, "nodes", world.node_rows(T0, T0 + timedelta(hours=HOURS)), ["cluster", "node"])
+        counts = registry.hour_counts(g.wh.con)
+        total = sum(n for _, n in counts)
+        # slices of one to a few hours, cut wherever the random limit falls
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", rng.randint(1, 2 * total // len(counts)))
+        slices = registry.hour_slices(counts)
+        assert len(slices) >= 3 and slices[0][0] is None and slices[-1][1] is None
+        sliced = from_scratch(g)
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", total)
+        assert registry.hour_slices(counts) == [(None, None)]
+        whole = from_scratch(g)
+        assert_same(sliced, whole, "built in slices")
+        assert any(row[2] < first for row in whole["node_hours"])  # hours before the first sample count
+        assert any(row[2] >= last for row in whole["node_hours"])
+        # a re-collection of most of the window: rebuilt in slices (incrementally), the same rows
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", rng.randint(1, 2 * total // len(counts)))
+        collect(g, world, first + timedelta(hours=1), last, 1)
+        assert not g.models.last.full
+        ranges = g.models.last.hours["energy_hourly"]
+        assert any(len(registry.hour_slices(registry.hour_counts(g.wh.con, lo, hi), lo, hi)) > 1 for lo, hi in ranges)
+        assert_same(model_rows(g), from_scratch(g), "re-collected, rebuilt in slices")
+
+
+def test_a_slice_that_fails_names_the_file_and_line_and_leaves_the_transaction_to_its_caller(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error in a later slice (a value of a later hour that does not convert) is reported at
+    the model's file and line, and nothing of the build is committed: the caller rolls back."""
+    import duckdb
+
+    from gpuinsight.errors import RuntimeFailure
+    from gpuinsight.sql import load_registry, registry
+
+    (tmp_path / "m.sql").write_text(
+        "-- name: m\n-- grain: one row per hour\n"
+        "-- param: hour_from TIMESTAMP = NULL -- the first hour\n-- param: hour_to TIMESTAMP = NULL -- the hour after\n"
+        "-- materialize: table\n-- partition: hour\n-- columns: hour, n\n-- description: a test model\n"
+        "SELECT date_trunc('hour', ts) AS hour,\n"
+        "       v::INTEGER AS n\n"  # line 10
+        "FROM t WHERE ts >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND ts < coalesce($hour_to, 'infinity'::TIMESTAMP)\n")
+    q = load_registry(tmp_path).get("m")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE gpu_hourly_facts (hour TIMESTAMP, samples INTEGER)")
+    con.execute("CREATE TABLE t (ts TIMESTAMP, v VARCHAR)")
+    for h in range(6):
+        con.execute("INSERT INTO gpu_hourly_facts VALUES (?, 1)", [T0 + timedelta(hours=h)])
+        con.execute("INSERT INTO t VALUES (?, ?)", [T0 + timedelta(hours=h, minutes=30), str(h)])
+    monkeypatch.setattr(registry, "SLICE_SAMPLES", 2)
+    assert len(registry.hour_slices(registry.hour_counts(con))) == 3
+    load_registry(tmp_path).build(con, q)
+    assert con.execute("SELECT list(n ORDER BY hour) FROM m").fetchone() == ([0, 1, 2, 3, 4, 5],)
+    con.execute("UPDATE t SET v = 'x' WHERE ts > ?", [T0 + timedelta(hours=5)])
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(RuntimeFailure, match=r"^m\.sql:10: Conversion Error"):
+        load_registry(tmp_path).build(con, q)
+    con.execute("ROLLBACK")
+    assert con.execute("SELECT list(n ORDER BY hour) FROM m").fetchone() == ([0, 1, 2, 3, 4, 5],)
