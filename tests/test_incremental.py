@@ -459,3 +459,57 @@ def test_a_slice_that_fails_names_the_file_and_line_and_leaves_the_transaction_t
         load_registry(tmp_path).build(con, q)
     con.execute("ROLLBACK")
     assert con.execute("SELECT list(n ORDER BY hour) FROM m").fetchone() == ([0, 1, 2, 3, 4, 5],)
+
+
+# energy_hourly's holder of a pod name's hour as it was first written: each allocation of the name
+# matched against each of its hours by range (the model spreads allocations over their hours)
+HELD_BY_BY_RANGE = """held_by AS MATERIALIZED (
+    SELECT ph.pod_key, ph.hour, a.cluster, a.uid, a.workload_kind, a.workload, a.queue, a.cluster_queue, a.team
+    FROM pod_hours ph
+    JOIN pod_keys k USING (pod_key)
+    JOIN pod_gpu_allocations a
+      ON a.cluster = k.cluster AND a.namespace = k.namespace AND a.pod = k.pod
+     AND a.start_ts < ph.hour + INTERVAL 1 HOUR AND coalesce(a.end_ts, 'infinity'::TIMESTAMP) > ph.hour
+    QUALIFY row_number() OVER (
+        PARTITION BY ph.pod_key, ph.hour
+        ORDER BY least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR)
+                     - greatest(a.start_ts, ph.hour) DESC,
+                 least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR) DESC,
+                 greatest(a.start_ts, ph.hour) DESC, a.uid DESC) = 1
+),
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_energy_of_gpu_hours_with_one_row_per_step_equals_the_step_by_step_split(tmp_path: Path, seed: int) -> None:
+    """energy_hourly sums a GPU-hour whose samples are of one GPU key and one holder per hour,
+    and splits the others step by step (a GPU-step's rows partitioned); it finds each pod name's
+    holder by spreading allocations over their hours. Taking every GPU-hour step by step and
+    matching every allocation of a name against its hours by range gives the same rows (doubles
+    to 1e-9 relative), on random fleets whose GPU-hours are of both kinds (MIG instances,
+    time-sliced and vGPU GPUs, holders changing within an hour, names reused by restarts,
+    re-collections handing steps to other pods, energy counters and power)."""
+    world = _spread_over_clusters(seed * 10 + 5)
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, T0, T0 + timedelta(hours=HOURS // 2), 0)
+        collect(g, world, T0 + timedelta(hours=2), T0 + timedelta(hours=HOURS), 1)
+        q = g.registry.get("energy_hourly")
+        one_per_step = "min(gpu_key) = max(gpu_key) AND min(pod_key) = max(pod_key) AS single"
+        assert one_per_step in q.text
+        kinds = g.sql(q.text.split("pod_hours AS MATERIALIZED")[0].rstrip().rstrip(",")
+                      + "\nSELECT single, count(*) AS n FROM gpu_hours GROUP BY single", q.bind({}))
+        assert set(kinds["single"]) == {True, False}
+        held_by = q.text[q.text.index("held_by AS MATERIALIZED ("):q.text.index("fractional AS (")]
+        summed = g.sql(q.text, q.bind({}))
+        split = g.sql(q.text.replace(one_per_step, "false AS single").replace(held_by, HELD_BY_BY_RANGE), q.bind({}))
+        key = [c for c, t in summed.schema.items() if t != pl.Float64]
+        summed, split = summed.sort(key, nulls_last=True), split.sort(key, nulls_last=True)
+        assert summed.height == split.height > 0
+        assert summed.select(key).equals(split.select(key))
+        for c in ("energy_kwh", "energy_kwh_from_counter"):
+            for a, b in zip(summed[c], split[c], strict=True):
+                assert (a is None and b is None) or _same(a, b), (c, a, b)
+        assert summed["energy_kwh_from_counter"].drop_nulls().len() > 0
+        assert summed["workload"].n_unique() > 3  # holders named
