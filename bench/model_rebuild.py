@@ -48,10 +48,15 @@ def _table_of(q: Query) -> str:
     return q.default_table if q.keep_default else q.name
 
 
-def build_one(db: Path, name: str, memory_limit: str | None, keep_as: str | None) -> dict:
+def build_one(db: Path, name: str, memory_limit: str | None, keep_as: str | None,
+              slice_samples: int | None = None) -> dict:
     """Build one model (this process's gpuinsight) and commit; with ``keep_as`` rename its table."""
     from gpuinsight.sql import load_registry
+    from gpuinsight.sql import registry as registry_module
     from gpuinsight.warehouse.db import connect
+
+    if slice_samples is not None:
+        registry_module.SLICE_SAMPLES = slice_samples
 
     registry = load_registry()
     q = registry.get(name)
@@ -101,8 +106,11 @@ def compare(con: duckdb.DuckDBPyConnection, new: str, old: str, rel_tol: float) 
     return {"rows": n_new, "baseline_rows": n_old, "differ": differ, "how": how}
 
 
-def _child(code: Path, db: Path, name: str, memory_limit: str | None, keep_as: str | None) -> dict:
+def _child(code: Path, db: Path, name: str, memory_limit: str | None, keep_as: str | None,
+           slice_samples: int | None = None) -> dict:
     cmd = [sys.executable, __file__, str(db), name, "--child-code", str(code)]
+    if slice_samples is not None:
+        cmd += ["--slice-samples", str(slice_samples)]
     if memory_limit:
         cmd += ["--memory-limit", memory_limit]
     if keep_as:
@@ -127,17 +135,19 @@ def main() -> None:
                     help="DuckDB's memory_limit, e.g. 6GB (default: $GPUINSIGHT_MEMORY_LIMIT, else DuckDB's own)")
     ap.add_argument("--baseline-code", type=Path, help="also build each model with this source tree, compare")
     ap.add_argument("--rel-tol", type=float, default=1e-9, help="doubles equal to this relative tolerance")
+    ap.add_argument("--slice-samples", type=int,
+                    help="this tree's SLICE_SAMPLES for the models partitioned by hour (default: its own)")
     ap.add_argument("--child-code", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--keep-as", help=argparse.SUPPRESS)
     a = ap.parse_args()
     names = [n for n in a.models.split(",") if n]
     if a.child_code:  # one build with the package of that tree
         sys.path.insert(0, str(a.child_code))
-        print(json.dumps(build_one(a.db, names[0], a.memory_limit, a.keep_as)))
+        print(json.dumps(build_one(a.db, names[0], a.memory_limit, a.keep_as, a.slice_samples)))
         return
     if not a.baseline_code:
         for name in names:
-            r = build_one(a.db, name, a.memory_limit, None)
+            r = build_one(a.db, name, a.memory_limit, None, a.slice_samples)
             peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
             print(f"{name:28s} {r['seconds']:8.2f} s {r['cpu_s']:8.2f} CPU-s  peak {peak_gb:5.2f} GB (so far)  "
                   f"{r['rows']:>12,} rows  ({r['threads']} threads)", flush=True)
@@ -151,7 +161,7 @@ def main() -> None:
     for name in names:
         table = _table_of(registry.get(name))
         base = _child(a.baseline_code, a.db, name, a.memory_limit, table + BASELINE_SUFFIX)
-        mine = _child(here, a.db, name, a.memory_limit, None)
+        mine = _child(here, a.db, name, a.memory_limit, None, a.slice_samples)
         with open("/proc/loadavg") as fh:
             load = " ".join(fh.read().split()[:3])
         con = connect(a.db, memory_limit=a.memory_limit)

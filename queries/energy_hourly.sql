@@ -164,16 +164,24 @@ hourly AS (
     UNION ALL
     SELECT gid, hour, node_key, NULL, joules * (1.0 - part), joules_from_counter * (1.0 - part)
     FROM single
+),
+per_gpu AS (
+    -- per holder-hour and GPU first, so the GPUs are counted without a DISTINCT aggregate (which
+    -- DuckDB computes apart and joins back on every grouping column)
+    SELECT g.cluster, p.hour, nk.node, pk.namespace,
+           coalesce(b.workload_kind, CASE WHEN pk.pod IS NOT NULL THEN 'Pod' END) AS workload_kind,
+           coalesce(b.workload, pk.pod) AS workload, b.queue, b.cluster_queue, coalesce(b.team, pk.namespace) AS team,
+           p.gid, sum(p.joules) AS joules, sum(p.joules_from_counter) AS joules_from_counter
+    FROM hourly p
+    JOIN gpus g USING (gid)
+    LEFT JOIN node_keys nk USING (node_key)
+    LEFT JOIN pod_keys pk USING (pod_key)
+    LEFT JOIN held_by b ON b.pod_key = p.pod_key AND b.hour = p.hour
+    GROUP BY ALL
 )
-SELECT g.cluster, p.hour, nk.node, pk.namespace,
-       coalesce(b.workload_kind, CASE WHEN pk.pod IS NOT NULL THEN 'Pod' END) AS workload_kind,
-       coalesce(b.workload, pk.pod) AS workload, b.queue, b.cluster_queue, coalesce(b.team, pk.namespace) AS team,
-       sum(p.joules) / 3.6e6 AS energy_kwh,
-       sum(p.joules_from_counter) / 3.6e6 AS energy_kwh_from_counter,
-       count(DISTINCT p.gid) AS gpus
-FROM hourly p
-JOIN gpus g USING (gid)
-LEFT JOIN node_keys nk USING (node_key)
-LEFT JOIN pod_keys pk USING (pod_key)
-LEFT JOIN held_by b ON b.pod_key = p.pod_key AND b.hour = p.hour
+SELECT cluster, hour, node, namespace, workload_kind, workload, queue, cluster_queue, team,
+       sum(joules) / 3.6e6 AS energy_kwh,
+       sum(joules_from_counter) / 3.6e6 AS energy_kwh_from_counter,
+       count(*) AS gpus
+FROM per_gpu
 GROUP BY ALL
