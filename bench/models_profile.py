@@ -107,11 +107,9 @@ def main() -> None:
             print(f"fleet: {files.gpus:,} GPUs, {a.days:g} d at {a.interval} s: {n:,} sample rows")
             print("materialized models (rebuild, in dependency order):")
             with g.wh.transaction() as con:
-                from gpuinsight.sql.registry import _execute_ddl
-
                 for q in g.registry.build_order():
                     t0 = time.perf_counter()
-                    _execute_ddl(con, q)
+                    g.registry.build(con, q)  # as a refresh does (a partitioned model in slices of hours)
                     print(f"  {q.name:<22} {time.perf_counter() - t0:6.2f} s  {g.wh.count(q.name):>12,} rows")
             q = g.registry.get("workload_gpu_profile")
             params = q.bind({})

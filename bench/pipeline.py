@@ -20,7 +20,9 @@ stages; peak = the largest stage peak RSS).
 
 ``--baseline-code DIR`` runs the load stage a second time, right after this code's, with the
 bench and package of another source tree (e.g. a worktree of an older commit) on the same
-files into a warehouse of its own, and prints the ratio of the two load stages.
+files into a warehouse of its own, and prints the ratio of the two load stages; and the models
+stage of that tree on this code's warehouse right before this code's (so the warehouse is left
+with this code's models), and the ratio of the two.
 
     python bench/pipeline.py [--gpus 10000] [--days 30] [--interval 300] [--workdir DIR]
                              [--keep-db FILE] [--baseline-code DIR]
@@ -136,6 +138,7 @@ def main() -> None:
         me = [sys.executable, __file__, "--db", str(db), "--files", str(root)]
         results: dict[str, dict] = {}
         baseline: dict | None = None
+        baseline_models: dict | None = None
 
         if "load" in stages:
             r = run_stage("load", [*me, "--stage", "load", "--load", a.load], tmp)
@@ -157,6 +160,11 @@ def main() -> None:
                 base_db.unlink()
                 baseline = b
         if "models" in stages:
+            if a.baseline_code:  # first, so the warehouse is left with this code's models
+                b = run_stage("models-baseline", [sys.executable, str(a.baseline_code / "bench" / "pipeline.py"),
+                                                  "--db", str(db), "--files", str(root), "--stage", "models"], tmp)
+                b["rows"] = json.loads(b["stdout"].strip().splitlines()[-1])["rows"]
+                baseline_models = b
             r = run_stage("models", [*me, "--stage", "models"], tmp)
             info = json.loads(r["stdout"].strip().splitlines()[-1])
             r["rows"], r["what"] = info["rows"], "model rows: " + ", ".join(
@@ -168,7 +176,7 @@ def main() -> None:
             results["report"] = stage_report(gi_cli, db, tmp)
         if "export" in stages:
             results["export"] = stage_export(gi_cli, db, tmp)
-    report_results(results, a, files, baseline)
+    report_results(results, a, files, baseline, baseline_models)
 
 
 def stage_recommend(gi_cli: list[str], db: Path, tmp: Path) -> dict:
@@ -202,7 +210,8 @@ def stage_export(gi_cli: list[str], db: Path, tmp: Path) -> dict:
     return r
 
 
-def report_results(results: dict[str, dict], a: argparse.Namespace, files: object, baseline: dict | None) -> None:
+def report_results(results: dict[str, dict], a: argparse.Namespace, files: object, baseline: dict | None,
+                   baseline_models: dict | None = None) -> None:
     print(f"{'stage':<10} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9} {'rows':>13}  what")
     for name, r in results.items():
         print(f"{name:<10} {r['seconds']:8.1f} {r['cpu_s']:7.1f} {r['peak_mb'] / 1024:6.2f} GB {r['rows']:>13,}  "
@@ -225,6 +234,13 @@ def report_results(results: dict[str, dict], a: argparse.Namespace, files: objec
               f"{baseline['cpu_s'] / new['cpu_s']:.2f}x in CPU time")
         checks += [(f"load >= {TARGETS['load_speedup']:g}x the baseline's",
                     baseline["seconds"] >= TARGETS["load_speedup"] * new["seconds"])]
+    if baseline_models is not None and "models" in results:
+        new = results["models"]
+        print(f"models stage of {a.baseline_code} on the same warehouse, right before: {baseline_models['seconds']:.1f} s, "
+              f"{baseline_models['cpu_s']:.1f} CPU-s, peak {baseline_models['peak_mb'] / 1024:.2f} GB, "
+              f"{baseline_models['rows']:,} model rows; this code's models stage is "
+              f"{baseline_models['seconds'] / new['seconds']:.2f}x faster in wall time, "
+              f"{baseline_models['cpu_s'] / new['cpu_s']:.2f}x in CPU time")
     if len(results) == len(STAGES):
         checks += [(f"total <= {TARGETS['total_s']:g} s", total <= TARGETS["total_s"])]
     checks += [(f"peak RSS <= {TARGETS['peak_gb']:g} GB", peak <= TARGETS["peak_gb"])]

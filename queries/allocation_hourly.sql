@@ -51,12 +51,18 @@ held AS (
     FROM kx x JOIN keyed k ON k.cluster = x.cluster AND k.uid = x.uid
     GROUP BY ALL
 ),
+nh AS NOT MATERIALIZED (
+    -- the node-hours of the hours built (the joins below build on them: not every node-hour)
+    SELECT cluster, node, hour, covered_s, usd_per_hour, gpu_count
+    FROM node_hours
+    WHERE hour >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND hour < coalesce($hour_to, 'infinity'::TIMESTAMP)
+),
 fit AS (
     -- one GPU holds at most the seconds its node existed that hour (the whole hour if unknown)
     SELECT h.cluster, h.node, h.device_key, h.hour,
            least(1.0, coalesce(nh.covered_s, 3600.0) / nullif(h.held_s, 0)) AS factor
     FROM held h
-    LEFT JOIN node_hours nh ON nh.cluster = h.cluster AND nh.node = h.node AND nh.hour = h.hour
+    LEFT JOIN nh ON nh.cluster = h.cluster AND nh.node = h.node AND nh.hour = h.hour
 ),
 cut AS (
     SELECT x.cluster, x.uid, x.hour, sum(k.gpus * x.covered_s * (1 - f.factor)) AS cut_s
@@ -92,5 +98,5 @@ SELECT
     u.gr_active_avg, u.gr_active_max, u.sm_active_avg, u.sm_active_max, u.fb_used_max_mib, u.gpus_seen
 FROM x
 LEFT JOIN u ON u.pod_key = x.pod_key AND u.hour = x.hour
-LEFT JOIN node_hours nh ON nh.cluster = x.cluster AND nh.node = x.node AND nh.hour = x.hour
+LEFT JOIN nh ON nh.cluster = x.cluster AND nh.node = x.node AND nh.hour = x.hour
 LEFT JOIN cut c ON c.cluster = x.cluster AND c.uid = x.uid AND c.hour = x.hour

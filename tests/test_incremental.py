@@ -368,3 +368,148 @@ def test_a_vgpu_pod_moved_to_another_device_rebuilds_the_hours_it_shared(tmp_pat
         assert not g.models.last.full
         assert g.sql("SELECT sum(gpu_hours) FROM allocation_hourly WHERE uid = 'uid-v0'").item() > cut
         assert_same(model_rows(g), from_scratch(g), "a vGPU pod moved")
+
+
+def _spread_over_clusters(seed: int) -> World:
+    """A World of ``seed`` or a later one with both clusters (the same namespace names in each)."""
+    world = World(seed)
+    while len({n["cluster"] for n in world.nodes}) < 2:
+        seed += 1
+        world = World(seed)
+    return world
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_build_in_slices_of_hours_equals_one_statement(tmp_path: Path, seed: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partitioned model built from scratch a slice of hours at a time (registry.hour_slices)
+    has the rows of one statement over every hour: random fleets in two clusters with MIG,
+    time-sliced and vGPU nodes, energy counters and servers, pods and nodes known before the first
+    sample and after the last (a cluster whose DCGM is not scraped; the first slice is unbounded
+    below, the last above); and an
+    incremental refresh of a long re-collected range, in slices too, equals both."""
+    from gpuinsight.sql import registry
+
+    world = _spread_over_clusters(seed * 10)
+    rng = random.Random(seed)
+    first = T0 + timedelta(hours=rng.randint(6, 8))
+    last = first + timedelta(hours=rng.randint(6, 8))
+    # cluster b's DCGM is not scraped: its window is its GPU pods' lifetimes, beyond a's samples
+    samples = world.samples
+    world.samples = lambda t0, t1, variant: samples(t0, t1, variant).filter(pl.col("cluster") == "a")  # type: ignore[method-assign]
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, first, last, 0)
+        with g.writing(), g.wh.transaction() as con:  # what the pods and nodes did outside the samples' span
+            merge_spans(g.wh, con, "pods", world.pod_rows(T0, T0 + timedelta(hours=HOURS)), ["cluster", "uid"])
+            merge_spans(g.wh, con, "nodes", world.node_rows(T0, T0 + timedelta(hours=HOURS)), ["cluster", "node"])
+        counts = registry.hour_counts(g.wh.con)
+        total = sum(n for _, n in counts)
+        # slices of one to a few hours, cut wherever the random limit falls
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", rng.randint(1, 2 * total // len(counts)))
+        slices = registry.hour_slices(counts)
+        assert len(slices) >= 3 and slices[0][0] is None and slices[-1][1] is None
+        sliced = from_scratch(g)
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", total)
+        assert registry.hour_slices(counts) == [(None, None)]
+        whole = from_scratch(g)
+        assert_same(sliced, whole, "built in slices")
+        assert any(row[2] < first for row in whole["node_hours"])  # hours before the first sample count
+        assert any(row[2] >= last for row in whole["node_hours"])
+        # a re-collection of most of the window: rebuilt in slices (incrementally), the same rows
+        monkeypatch.setattr(registry, "SLICE_SAMPLES", rng.randint(1, 2 * total // len(counts)))
+        collect(g, world, first + timedelta(hours=1), last, 1)
+        assert not g.models.last.full
+        ranges = g.models.last.hours["energy_hourly"]
+        assert any(len(registry.hour_slices(registry.hour_counts(g.wh.con, lo, hi), lo, hi)) > 1 for lo, hi in ranges)
+        assert_same(model_rows(g), from_scratch(g), "re-collected, rebuilt in slices")
+
+
+def test_a_slice_that_fails_names_the_file_and_line_and_leaves_the_transaction_to_its_caller(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error in a later slice (a value of a later hour that does not convert) is reported at
+    the model's file and line, and nothing of the build is committed: the caller rolls back."""
+    import duckdb
+
+    from gpuinsight.errors import RuntimeFailure
+    from gpuinsight.sql import load_registry, registry
+
+    (tmp_path / "m.sql").write_text(
+        "-- name: m\n-- grain: one row per hour\n"
+        "-- param: hour_from TIMESTAMP = NULL -- the first hour\n-- param: hour_to TIMESTAMP = NULL -- the hour after\n"
+        "-- materialize: table\n-- partition: hour\n-- columns: hour, n\n-- description: a test model\n"
+        "SELECT date_trunc('hour', ts) AS hour,\n"
+        "       v::INTEGER AS n\n"  # line 10
+        "FROM t WHERE ts >= coalesce($hour_from, '-infinity'::TIMESTAMP) AND ts < coalesce($hour_to, 'infinity'::TIMESTAMP)\n")
+    q = load_registry(tmp_path).get("m")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE gpu_hourly_facts (hour TIMESTAMP, samples INTEGER)")
+    con.execute("CREATE TABLE t (ts TIMESTAMP, v VARCHAR)")
+    for h in range(6):
+        con.execute("INSERT INTO gpu_hourly_facts VALUES (?, 1)", [T0 + timedelta(hours=h)])
+        con.execute("INSERT INTO t VALUES (?, ?)", [T0 + timedelta(hours=h, minutes=30), str(h)])
+    monkeypatch.setattr(registry, "SLICE_SAMPLES", 2)
+    assert len(registry.hour_slices(registry.hour_counts(con))) == 3
+    load_registry(tmp_path).build(con, q)
+    assert con.execute("SELECT list(n ORDER BY hour) FROM m").fetchone() == ([0, 1, 2, 3, 4, 5],)
+    con.execute("UPDATE t SET v = 'x' WHERE ts > ?", [T0 + timedelta(hours=5)])
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(RuntimeFailure, match=r"^m\.sql:10: Conversion Error"):
+        load_registry(tmp_path).build(con, q)
+    con.execute("ROLLBACK")
+    assert con.execute("SELECT list(n ORDER BY hour) FROM m").fetchone() == ([0, 1, 2, 3, 4, 5],)
+
+
+# energy_hourly's holder of a pod name's hour as it was first written: each allocation of the name
+# matched against each of its hours by range (the model spreads allocations over their hours)
+HELD_BY_BY_RANGE = """held_by AS MATERIALIZED (
+    SELECT ph.pod_key, ph.hour, a.cluster, a.uid, a.workload_kind, a.workload, a.queue, a.cluster_queue, a.team
+    FROM pod_hours ph
+    JOIN pod_keys k USING (pod_key)
+    JOIN pod_gpu_allocations a
+      ON a.cluster = k.cluster AND a.namespace = k.namespace AND a.pod = k.pod
+     AND a.start_ts < ph.hour + INTERVAL 1 HOUR AND coalesce(a.end_ts, 'infinity'::TIMESTAMP) > ph.hour
+    QUALIFY row_number() OVER (
+        PARTITION BY ph.pod_key, ph.hour
+        ORDER BY least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR)
+                     - greatest(a.start_ts, ph.hour) DESC,
+                 least(coalesce(a.end_ts, 'infinity'::TIMESTAMP), ph.hour + INTERVAL 1 HOUR) DESC,
+                 greatest(a.start_ts, ph.hour) DESC, a.uid DESC) = 1
+),
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_energy_of_gpu_hours_with_one_row_per_step_equals_the_step_by_step_split(tmp_path: Path, seed: int) -> None:
+    """energy_hourly sums a GPU-hour whose samples are of one GPU key and one holder per hour,
+    and splits the others step by step (a GPU-step's rows partitioned); it finds each pod name's
+    holder by spreading allocations over their hours. Taking every GPU-hour step by step and
+    matching every allocation of a name against its hours by range gives the same rows (doubles
+    to 1e-9 relative), on random fleets whose GPU-hours are of both kinds (MIG instances,
+    time-sliced and vGPU GPUs, holders changing within an hour, names reused by restarts,
+    re-collections handing steps to other pods, energy counters and power)."""
+    world = _spread_over_clusters(seed * 10 + 5)
+    with gi.open(tmp_path / "w.duckdb") as g:
+        with g.writing(), g.wh.transaction() as con:
+            g.wh.merge("prices", prices("cat-1", 1.0, T0), ["catalog", "instance_type", "gpu_model"], con=con)
+        collect(g, world, T0, T0 + timedelta(hours=HOURS // 2), 0)
+        collect(g, world, T0 + timedelta(hours=2), T0 + timedelta(hours=HOURS), 1)
+        q = g.registry.get("energy_hourly")
+        one_per_step = "min(gpu_key) = max(gpu_key) AND min(pod_key) = max(pod_key) AS single"
+        assert one_per_step in q.text
+        kinds = g.sql(q.text.split("pod_hours AS MATERIALIZED")[0].rstrip().rstrip(",")
+                      + "\nSELECT single, count(*) AS n FROM gpu_hours GROUP BY single", q.bind({}))
+        assert set(kinds["single"]) == {True, False}
+        held_by = q.text[q.text.index("held_by AS MATERIALIZED ("):q.text.index("fractional AS (")]
+        summed = g.sql(q.text, q.bind({}))
+        split = g.sql(q.text.replace(one_per_step, "false AS single").replace(held_by, HELD_BY_BY_RANGE), q.bind({}))
+        key = [c for c, t in summed.schema.items() if t != pl.Float64]
+        summed, split = summed.sort(key, nulls_last=True), split.sort(key, nulls_last=True)
+        assert summed.height == split.height > 0
+        assert summed.select(key).equals(split.select(key))
+        for c in ("energy_kwh", "energy_kwh_from_counter"):
+            for a, b in zip(summed[c], split[c], strict=True):
+                assert (a is None and b is None) or _same(a, b), (c, a, b)
+        assert summed["energy_kwh_from_counter"].drop_nulls().len() > 0
+        assert summed["workload"].n_unique() > 3  # holders named

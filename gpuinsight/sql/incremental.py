@@ -40,8 +40,15 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from gpuinsight.errors import RuntimeFailure
-from gpuinsight.sql.registry import Query, QueryRegistry, _error_location, _execute_ddl, _table_exists
+from gpuinsight.sql.registry import (
+    Query,
+    QueryRegistry,
+    _execute_ddl,
+    _table_exists,
+    build_slices,
+    hour_counts,
+    hour_slices,
+)
 from gpuinsight.warehouse import pending
 
 PREV_SUFFIX = "__prev"
@@ -166,15 +173,11 @@ class IncrementalModels:
 
     def _build_hours(self, con: duckdb.DuckDBPyConnection, q: Query, ranges: list[Range] | None) -> None:
         if ranges is None:  # every hour
-            _execute_ddl(con, q, params=q.bind({}))
+            self.registry.build(con, q)
             return
-        for lo, hi in ranges:
+        for lo, hi in ranges:  # a long range (a late load of many days) in slices, as a full build
             con.execute(f'DELETE FROM "{q.name}" WHERE hour >= ? AND hour < ?', [lo, hi])
-            sql = f'INSERT INTO "{q.name}"\n{q.text.rstrip().rstrip(";")}'
-            try:
-                con.execute(sql, q.bind({"hour_from": lo, "hour_to": hi}))
-            except duckdb.Error as exc:
-                raise RuntimeFailure(_error_location(q, exc, offset=-1)) from exc
+            build_slices(con, q, hour_slices(hour_counts(con, lo, hi), lo, hi), replace=False)
 
 
 def _columns_read(con: duckdb.DuckDBPyConnection, q: Query) -> dict[str, set[str]]:

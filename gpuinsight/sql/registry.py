@@ -31,6 +31,9 @@ A materialized model may say how a refresh rebuilds it after a load (sql/increme
 ``hour_from`` and ``hour_to`` and, given them, yields only the rows of the hours in
 ``[hour_from, hour_to)``; NULL is unbounded), ``key`` (the columns that name the entity a row is
 about, e.g. a pod) and ``span`` (two timestamp columns: the row holds over ``[start, end)``).
+The same contract lets a build from scratch of a partitioned model run in slices of hours
+(:func:`hour_slices`), one statement each, so what a statement holds in memory is bounded by the
+samples of its slice, not of the whole window.
 """
 
 from __future__ import annotations
@@ -60,6 +63,13 @@ _TYPES = {"TIMESTAMP", "DATE", "VARCHAR", "DOUBLE", "INTEGER", "BOOLEAN", "INTER
 STALE_SUFFIX = ":stale"  # model_state.fingerprint of models a later load left behind (invalidate)
 # the parameters of a model partitioned by hour: the hours [hour_from, hour_to) to build
 PARTITION_PARAMS = (("hour_from", "TIMESTAMP", None), ("hour_to", "TIMESTAMP", None))
+# A partitioned model is built one slice of whole hours at a time, each holding at most this many
+# DCGM samples (an hour holding more is a slice of its own). Why this many: a statement's memory
+# grows with the samples it reads (energy_hourly's per-step aggregate and windows are held outside
+# DuckDB's memory limit), and each statement has a fixed cost (the allocations and keys it joins
+# are read again); docs/models.md, "Built in slices of hours", has the figures.
+SLICE_SAMPLES = 8_000_000
+Slice = tuple[datetime | None, datetime | None]  # [hour_from, hour_to); None: unbounded
 
 
 @dataclass(frozen=True)
@@ -320,9 +330,13 @@ class QueryRegistry:
         return digest.hexdigest()[:16]
 
     @staticmethod
-    def build(con: duckdb.DuckDBPyConnection, q: Query) -> str:
-        """Build one model's table: a materialized model's, or the default answer a model keeps
-        (``materialize: default``); returns the table's name. What it reads must be built."""
+    def build(con: duckdb.DuckDBPyConnection, q: Query, slices: list[Slice] | None = None) -> str:
+        """Build one model's table: a materialized model's (a partitioned one slice by slice:
+        ``slices``, by default :func:`hour_slices` of all the samples), or the default answer a
+        model keeps (``materialize: default``); returns the table's name. What it reads must be built."""
+        if q.partition:
+            build_slices(con, q, hour_slices(hour_counts(con)) if slices is None else slices, replace=True)
+            return q.name
         if q.materialize:
             _execute_ddl(con, q, params=q.bind({}) if q.params else None)
             return q.name
@@ -334,7 +348,8 @@ class QueryRegistry:
     def refresh(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """(Re)build every materialized model, then the default answers kept (they may read any
         materialized model), and record the models' fingerprint; the caller owns the transaction."""
-        built = [self.build(con, q) for q in (*self.build_order(), *self.kept_defaults())]
+        slices = hour_slices(hour_counts(con))  # the same for every partitioned model
+        built = [self.build(con, q, slices) for q in (*self.build_order(), *self.kept_defaults())]
         con.execute("DELETE FROM model_state")
         con.execute("INSERT INTO model_state VALUES (?, now()::TIMESTAMP)", [self.fingerprint()])
         return built
@@ -398,12 +413,58 @@ def _execute(
 
 def _execute_ddl(con: duckdb.DuckDBPyConnection, q: Query, *, table: str | None = None,
                  params: dict[str, Any] | None = None) -> None:
-    # The header is comment lines, so "CREATE ... AS" + newline + text keeps line numbers +1.
-    sql = f'CREATE OR REPLACE TABLE "{table or q.name}" AS\n{q.text.rstrip().rstrip(";")}'
+    _execute_write(con, q, f'CREATE OR REPLACE TABLE "{table or q.name}" AS', params)
+
+
+def _execute_write(con: duckdb.DuckDBPyConnection, q: Query, head: str, params: dict[str, Any] | None) -> None:
+    """``head`` (CREATE ... AS, INSERT INTO ...) + newline + the model's text: the header is comment
+    lines, so the lines keep their numbers + 1, and an error names the model's file and line."""
     try:
-        con.execute(sql, params or None)
+        con.execute(f'{head}\n{q.text.rstrip().rstrip(";")}', params or None)
     except duckdb.Error as exc:
         raise RuntimeFailure(_error_location(q, exc, offset=-1)) from exc
+
+
+def hour_counts(con: duckdb.DuckDBPyConnection, lo: datetime | None = None, hi: datetime | None = None
+                ) -> list[tuple[datetime, int]]:
+    """DCGM samples per clock hour in ``[lo, hi)`` (None: unbounded), in hour order: from the
+    hourly rollup (``gpu_hourly_facts.samples``), a tenth of the samples' rows or less."""
+    if not _table_exists(con, "gpu_hourly_facts"):
+        return []
+    return con.execute(
+        "SELECT hour, coalesce(sum(samples), 0)::BIGINT FROM gpu_hourly_facts "
+        "WHERE hour >= coalesce(?::TIMESTAMP, '-infinity'::TIMESTAMP) AND hour < coalesce(?::TIMESTAMP, 'infinity'::TIMESTAMP) "
+        "GROUP BY hour ORDER BY hour", [lo, hi]).fetchall()
+
+
+def hour_slices(counts: list[tuple[datetime, int]], lo: datetime | None = None, hi: datetime | None = None,
+                limit: int | None = None) -> list[Slice]:
+    """``[lo, hi)`` cut at whole hours into consecutive slices of at most ``limit`` samples each
+    (``SLICE_SAMPLES``; ``counts``: :func:`hour_counts`), an hour holding more being a slice of its
+    own. The first slice starts at ``lo`` and the last ends at ``hi`` (None: unbounded), so
+    together they cover the range whatever lies outside the samples' span (a node or a pod before
+    the first sample or after the last)."""
+    limit = SLICE_SAMPLES if limit is None else limit
+    cuts: list[datetime] = []
+    held = 0
+    for hour, n in counts:
+        if (lo is not None and hour < lo) or (hi is not None and hour >= hi):
+            continue
+        if held and held + n > limit:
+            cuts.append(hour)
+            held = 0
+        held += n
+    bounds: list[datetime | None] = [lo, *cuts, hi]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def build_slices(con: duckdb.DuckDBPyConnection, q: Query, slices: list[Slice], *, replace: bool) -> None:
+    """The rows of the partitioned model ``q`` for the hours of ``slices``, one statement per
+    slice, in the caller's transaction: with ``replace`` the first slice creates the table anew
+    (the rest are inserted), else every slice is inserted (the caller deleted those hours)."""
+    for i, (lo, hi) in enumerate(slices):
+        head = f'CREATE OR REPLACE TABLE "{q.name}" AS' if replace and i == 0 else f'INSERT INTO "{q.name}"'
+        _execute_write(con, q, head, q.bind({"hour_from": lo, "hour_to": hi}))
 
 
 def load_registry(root: Path | None = None) -> QueryRegistry:
