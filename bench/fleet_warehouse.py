@@ -201,7 +201,7 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
 
     spent = cpu if cpu is not None else {}
     from gpuinsight.warehouse.pending import note_hours
-    from gpuinsight.warehouse.rollup import ROLLUPS, rollup_scope
+    from gpuinsight.warehouse.rollup import ROLLUPS, rebuild_scopes, rollup_scope
     from gpuinsight.warehouse.samples import store_sample_relation, store_sample_rows
 
     rows = {"gpu_samples": 0, "gpu_hourly": 0, "gpu_pod_steps": 0}
@@ -223,7 +223,7 @@ def load_samples(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_b
             if span.height:  # what rebuild_rollups does, each rollup timed
                 (ts_from, ts_to), clusters = rollup_scope(span)
                 note_hours(con, ts_from, ts_to)
-                for cluster in clusters:
+                for cluster in rebuild_scopes(con, clusters):
                     for table, rebuild in ROLLUPS:
                         c = cpu_now()
                         rows[table] += rebuild(con, ts_from, ts_to, cluster)

@@ -215,3 +215,32 @@ def test_rollup_of_one_cluster_leaves_the_others_alone(tmp_path: Path) -> None:
         with wh.transaction() as con:  # without a cluster column: every cluster's hour
             assert rebuild_rollups(con, pl.DataFrame({"ts": [T0]}))["gpu_hourly"] == 2
         assert wh.sql("SELECT gr_active_avg FROM gpu_hourly WHERE cluster = 'west' AND hour = ?", [T0]).item() == 0
+
+
+def test_rollups_of_a_batch_of_every_cluster_rebuilt_at_once(tmp_path: Path) -> None:
+    """A batch holding every cluster the warehouse has is rolled up in one rebuild (no cluster
+    filter): the same rows as rebuilding cluster by cluster, and the counts are the rows there."""
+    import polars as pl
+
+    from gpuinsight.warehouse.rollup import rebuild_rollups, rebuild_scopes
+
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        for cluster, gr in (("east", 0.25), ("west", 0.75)):
+            f = MiniFleet(cluster=cluster)
+            f.series("n1", 0, "p1", "ml", gr, end=T0 + timedelta(hours=2))
+            f.series("n1", 1, "p1", "ml", gr / 2, end=T0 + timedelta(hours=2))  # p1 on two GPUs
+            f.series("n1", 2, "p2", "ml", gr / 3, end=T0 + timedelta(hours=1, minutes=30))
+            f.load(wh)
+        assert rebuild_scopes(wh.con, ["east"]) == ["east"]
+        assert rebuild_scopes(wh.con, ["west", "east"]) == [None]
+        assert rebuild_scopes(wh.con, [None]) == [None]
+        order = {"gpu_hourly": "cluster, hour, gpu_uuid, pod", "gpu_pod_steps": "pod_key, ts"}
+        by_cluster = {t: wh.sql(f"SELECT * FROM {t} ORDER BY {o}") for t, o in order.items()}
+        assert by_cluster["gpu_hourly"].height == 12 and by_cluster["gpu_pod_steps"].height > 0
+        with wh.transaction() as con:
+            con.execute("DELETE FROM gpu_hourly_facts")
+            con.execute("DELETE FROM gpu_pod_steps")
+            n = rebuild_rollups(con, pl.DataFrame({"cluster": ["east", "west"], "ts": [T0, T0 + timedelta(hours=1)]}))
+        for table, o in order.items():
+            assert wh.sql(f"SELECT * FROM {table} ORDER BY {o}").equals(by_cluster[table])
+            assert n[table] == by_cluster[table].height

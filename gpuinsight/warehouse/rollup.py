@@ -39,6 +39,17 @@ def rollup_scope(samples: pl.DataFrame) -> tuple[tuple[datetime, datetime], list
     return (h0, h1 + timedelta(hours=1)), clusters
 
 
+def rebuild_scopes(con: duckdb.DuckDBPyConnection, clusters: list[str | None]) -> list[str | None]:
+    """The clusters to rebuild one by one: [None] (the hours of every cluster, at once) when the
+    batch's clusters are all the warehouse has. The same rows either way; rebuilding by cluster
+    joins every sample of the hours to its GPU's or pod's cluster, about a sixth of
+    ``gpu_hourly``'s cost, which a warehouse of one cluster (the common case) need not pay."""
+    if None in clusters:
+        return [None]
+    stored = {c for (c,) in con.execute("SELECT cluster FROM gpu_keys UNION SELECT cluster FROM pod_keys").fetchall()}
+    return [None] if stored <= set(clusters) else clusters
+
+
 def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> dict[str, int]:
     """Recompute each of :data:`ROLLUPS` (``gpu_hourly``, ``gpu_pod_steps``) for every hour
     ``samples`` falls in, and note those hours for the next model refresh.
@@ -53,7 +64,7 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> di
         return rows
     (ts_from, ts_to), clusters = rollup_scope(samples)
     note_hours(con, ts_from, ts_to)
-    for cluster in clusters:
+    for cluster in rebuild_scopes(con, clusters):
         for table, rebuild in ROLLUPS:
             rows[table] += rebuild(con, ts_from, ts_to, cluster)
     return rows
@@ -63,11 +74,11 @@ def _rebuild_hourly(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: da
     where, scope = f"hour >= ? AND hour < ? AND {_GPUS_OF}", [ts_from, ts_to, cluster, cluster]
     try:
         con.execute(f"DELETE FROM gpu_hourly_facts WHERE {where}", scope)
-        con.execute("INSERT INTO gpu_hourly_facts SELECT * FROM gpu_hourly_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
-                    [ts_from, ts_to, cluster])
+        # the scope's rows were all deleted: the rows inserted are the rows now there
+        row = con.execute("INSERT INTO gpu_hourly_facts SELECT * FROM gpu_hourly_of(?::TIMESTAMP, ?::TIMESTAMP, "
+                          "?::VARCHAR)", [ts_from, ts_to, cluster]).fetchone()
     except duckdb.Error as exc:
         raise RuntimeFailure(f"019_narrow_samples.sql (gpu_hourly_of): {str(exc).splitlines()[0]}") from exc
-    row = con.execute(f"SELECT count(*) FROM gpu_hourly_facts WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -81,11 +92,10 @@ def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to:
     where, scope = f"ts >= ? AND ts < ? AND {_PODS_OF}", [ts_from, ts_to, cluster, cluster]
     try:
         con.execute(f"DELETE FROM gpu_pod_steps WHERE {where}", scope)
-        con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, ?::VARCHAR)",
-                    [ts_from, ts_to, cluster])
+        row = con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, "
+                          "?::VARCHAR)", [ts_from, ts_to, cluster]).fetchone()
     except duckdb.Error as exc:
         raise RuntimeFailure(f"024_pod_steps_of_one_gpu.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
-    row = con.execute(f"SELECT count(*) FROM gpu_pod_steps WHERE {where}", scope).fetchone()
     return int(row[0]) if row else 0
 
 
