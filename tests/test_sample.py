@@ -394,3 +394,26 @@ def test_cli(tmp_path: Path) -> None:
     assert (tmp_path / "o" / "metrics.om").read_text().endswith("# EOF\n")
     assert json.loads((tmp_path / "o" / "ground_truth.json").read_text())["window"]["interval_s"] == 600
     assert cli_main(["--out", str(tmp_path / "x"), "--days", "0"]) == 2
+
+
+def test_two_events_of_one_object_in_one_second_are_two_objects() -> None:
+    # a Volcano job restarting two failed pods in the same second (seen at 10,000 GPUs): the dump
+    # loader rejects two events of one uid that say different things, as two real events never are
+    from tests.samplegen.kubectl import _event
+
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+           "metadata": {"name": "train", "namespace": "ml", "uid": "u-1", "resourceVersion": "7"}}
+
+    class Snap:
+        rv = staticmethod(lambda: "1")
+        uid = staticmethod(lambda *parts: "/".join(map(str, parts)))
+
+    a, b = (_event(Snap(), job, 1_700_000_000, "ExecuteAction", f"Start to execute action RestartTask for pod {p}",
+                   "vc-controller-manager") for p in ("train-w-0", "train-w-1"))
+    assert a["metadata"]["name"] != b["metadata"]["name"] and a["metadata"]["uid"] != b["metadata"]["uid"]
+
+
+def test_dump_objects_have_unique_uids(sample_dir: Path) -> None:
+    for path in sorted((sample_dir / "kubectl").glob("*.json")):
+        uids = [o["metadata"]["uid"] for o in json.loads(path.read_text()).get("items", [])]
+        assert len(uids) == len(set(uids)), path.name

@@ -186,7 +186,9 @@ def node_object(s: Snapshot, n: dict[str, Any]) -> dict[str, Any]:
 def _event(s: Snapshot, obj: dict[str, Any], ts: int, reason: str, message: str, component: str,
            host: str = "", type_: str = "Normal") -> dict[str, Any]:
     meta = obj["metadata"]
-    key = f"{meta['uid']}/{ts}/{reason}".encode()
+    # the message too: a Volcano job restarting two failed pods in one second gets two events, and the
+    # API server names every event uniquely
+    key = f"{meta['uid']}/{ts}/{reason}/{message}".encode()
     name = f"{meta['name']}.{hashlib.sha256(key).hexdigest()[:16]}"
     ev: dict[str, Any] = {
         "apiVersion": "v1", "count": 1, "eventTime": None, "firstTimestamp": k8s.iso(ts),
