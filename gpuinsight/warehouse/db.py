@@ -484,6 +484,36 @@ def _size_bytes(text: str) -> float:
 
 
 @contextlib.contextmanager
+def size_setting(wh: Warehouse, name: str, value: str, *, lower: bool) -> Iterator[bool]:
+    """DuckDB's size setting ``name`` (``memory_limit``, ``checkpoint_threshold``) set to ``value``
+    for the duration, then put back; with ``lower`` only lowered (a lower setting already made is
+    kept), else only raised. Yields whether it changed the setting."""
+    def setting(con: duckdb.DuckDBPyConnection) -> str:
+        return str(con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0])
+
+    wanted = _size_bytes(value)
+    with wh._lock:
+        before = setting(wh.con)
+        if (_size_bytes(before) <= wanted) if lower else (_size_bytes(before) >= wanted):
+            before = ""
+        else:
+            wh.con.execute(f"SET {name}='{wanted:.0f}B'")
+    try:
+        yield bool(before)
+    finally:
+        if before:
+            # DuckDB prints a size rounded down: the default goes back by RESET, a size someone
+            # chose by its printed value nudged up (so that it prints the same again instead of
+            # drifting down a digit per use)
+            default = setting(connect_memory())
+            with wh._lock:
+                if before == default:
+                    wh.con.execute(f"RESET {name}")
+                else:
+                    wh.con.execute(f"SET {name}='{_size_bytes(before) * 1.0005:.0f}B'")
+
+
+@contextlib.contextmanager
 def memory_capped(wh: Warehouse, cap: str) -> Iterator[None]:
     """DuckDB's ``memory_limit`` lowered to ``cap`` for the duration, then put back.
 
@@ -492,25 +522,5 @@ def memory_capped(wh: Warehouse, cap: str) -> Iterator[None]:
     streaming every table out would grow that cache with the warehouse, though each step needs
     far less; what does not fit spills to disk. A lower limit already set is kept.
     """
-    def setting(con: duckdb.DuckDBPyConnection) -> str:
-        return str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-
-    with wh._lock:
-        before = setting(wh.con)
-        if _size_bytes(before) <= _size_bytes(cap):
-            before = ""
-        else:
-            wh.con.execute(f"SET memory_limit='{_size_bytes(cap):.0f}B'")
-    try:
+    with size_setting(wh, "memory_limit", cap, lower=True):
         yield
-    finally:
-        if before:
-            # DuckDB prints the limit rounded down: the default goes back by RESET, a limit
-            # someone chose by its printed value nudged up (so that it prints the same again
-            # instead of drifting down a digit per collection)
-            default = setting(connect_memory())
-            with wh._lock:
-                if before == default:
-                    wh.con.execute("RESET memory_limit")
-                else:
-                    wh.con.execute(f"SET memory_limit='{_size_bytes(before) * 1.0005:.0f}B'")

@@ -12,7 +12,7 @@ import duckdb
 import orjson
 import polars as pl
 
-from gpuinsight.warehouse.db import Warehouse, _size_bytes, connect_memory, registered
+from gpuinsight.warehouse.db import Warehouse, registered, size_setting
 
 
 def merge_spans(
@@ -112,24 +112,7 @@ def checkpoints_deferred(wh: Warehouse, threshold: str) -> Iterator[None]:
     Each chunk is still committed on its own, durable in the log: a killed run keeps its committed
     chunks, the log replayed when the warehouse is next opened. A higher threshold already set is kept.
     """
-    def setting(con: duckdb.DuckDBPyConnection) -> str:
-        return str(con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0])
-
-    with wh._lock:
-        before = setting(wh.con)
-        if _size_bytes(before) >= _size_bytes(threshold):
-            before = ""
-        else:
-            wh.con.execute(f"SET checkpoint_threshold='{_size_bytes(threshold):.0f}B'")
-    try:
+    with size_setting(wh, "checkpoint_threshold", threshold, lower=False) as raised:
         yield
-    finally:
-        if before:
-            default = setting(connect_memory())
-            with wh._lock:
-                if before == default:
-                    wh.con.execute("RESET checkpoint_threshold")
-                else:  # DuckDB prints it rounded: nudged up so that it prints the same again
-                    wh.con.execute(f"SET checkpoint_threshold='{_size_bytes(before) * 1.0005:.0f}B'")
-    if before and not wh.in_transaction:  # after a whole collection only: a failure is raised as itself
+    if raised and not wh.in_transaction:  # after a whole collection only: a failure is raised as itself
         wh.checkpoint()
