@@ -210,6 +210,13 @@ def stage_export(gi_cli: list[str], db: Path, tmp: Path) -> dict:
     return r
 
 
+def side_by_side(title: str, base: dict, what: str, stage: str, new: dict) -> str:
+    """The baseline's run of a stage, and how much faster this code's is."""
+    return (f"{title}: {base['seconds']:.1f} s, {base['cpu_s']:.1f} CPU-s, peak {base['peak_mb'] / 1024:.2f} GB, "
+            f"{what}; this code's {stage} is {base['seconds'] / new['seconds']:.2f}x faster in wall time, "
+            f"{base['cpu_s'] / new['cpu_s']:.2f}x in CPU time")
+
+
 def report_results(results: dict[str, dict], a: argparse.Namespace, files: object, baseline: dict | None,
                    baseline_models: dict | None = None) -> None:
     print(f"{'stage':<10} {'seconds':>8} {'CPU s':>7} {'peak RSS':>9} {'rows':>13}  what")
@@ -227,20 +234,14 @@ def report_results(results: dict[str, dict], a: argparse.Namespace, files: objec
     checks = []
     if baseline is not None and "load" in results:
         new = results["load"]
-        print(f"load stage of {a.baseline_code} on the same files, right after: {baseline['seconds']:.1f} s, "
-              f"{baseline['cpu_s']:.1f} CPU-s, peak {baseline['peak_mb'] / 1024:.2f} GB, {baseline['rows']:,} "
-              f"samples, warehouse file {baseline['db_gb']:.2f} GB; this code's load is "
-              f"{baseline['seconds'] / new['seconds']:.2f}x faster in wall time, "
-              f"{baseline['cpu_s'] / new['cpu_s']:.2f}x in CPU time")
+        print(side_by_side(f"load stage of {a.baseline_code} on the same files, right after", baseline,
+                           f"{baseline['rows']:,} samples, warehouse file {baseline['db_gb']:.2f} GB", "load", new))
         checks += [(f"load >= {TARGETS['load_speedup']:g}x the baseline's",
                     baseline["seconds"] >= TARGETS["load_speedup"] * new["seconds"])]
     if baseline_models is not None and "models" in results:
         new = results["models"]
-        print(f"models stage of {a.baseline_code} on the same warehouse, right before: {baseline_models['seconds']:.1f} s, "
-              f"{baseline_models['cpu_s']:.1f} CPU-s, peak {baseline_models['peak_mb'] / 1024:.2f} GB, "
-              f"{baseline_models['rows']:,} model rows; this code's models stage is "
-              f"{baseline_models['seconds'] / new['seconds']:.2f}x faster in wall time, "
-              f"{baseline_models['cpu_s'] / new['cpu_s']:.2f}x in CPU time")
+        print(side_by_side(f"models stage of {a.baseline_code} on the same warehouse, right before", baseline_models,
+                           f"{baseline_models['rows']:,} model rows", "models stage", new))
     if len(results) == len(STAGES):
         checks += [(f"total <= {TARGETS['total_s']:g} s", total <= TARGETS["total_s"])]
     checks += [(f"peak RSS <= {TARGETS['peak_gb']:g} GB", peak <= TARGETS["peak_gb"])]
