@@ -249,7 +249,8 @@ def test_pods_on_one_gpu_and_pods_moving_between_gpus(tmp_path: Path) -> None:
     """pod_steps_of passes the samples of a pod on one GPU through as its steps and groups only
     pods seen on several GPUs in the range: a pod that moves to another GPU within an hour
     (one GPU at each step, two in the hour; the second arriving in a later, late load of the
-    same hour), a pod on two GPUs, a GPU two pods time-slice, a pod on one GPU throughout."""
+    same hour), a pod on two GPUs, a GPU two pods time-slice, a pod on one GPU throughout, a pod
+    that gains a second GPU in a later hour (a later load)."""
     def rows(pod: str, gpu: str, minutes: range, gr: float, **extra: Any) -> list[dict[str, Any]]:
         return [dict(cluster="c1", ts=T0 + timedelta(minutes=m), gpu_uuid=gpu, mig_instance=-1, mig_profile="",
                      node="n1", gpu_index=int(gpu[-1]), model_name="NVIDIA H100 80GB HBM3", namespace="ml", pod=pod,
@@ -262,15 +263,23 @@ def test_pods_on_one_gpu_and_pods_moving_between_gpus(tmp_path: Path) -> None:
              *rows("pair", "GPU-2", range(0, 60, 5), 0.7, pcie=1e6), *rows("pair", "GPU-3", range(0, 60, 5), 0.3),
              *rows("slice-a", "GPU-4", range(0, 60, 5), 0.4), *rows("slice-b", "GPU-4", range(0, 60, 5), 0.6)]
     late = rows("mover", "GPU-5", range(30, 60, 5), 0.9)
+    # a pod on one GPU in the first hour, on a second one as well in the next (a later load): the
+    # first hour's steps passed through, the next hour's grouped
+    grower = [rows("grower", "GPU-6", range(0, 60, 5), 0.3),
+              [*rows("grower", "GPU-6", range(60, 120, 5), 0.3), *rows("grower", "GPU-7", range(60, 120, 5), 0.8)]]
     schema = {"ts": pl.Datetime("us"), "mig_instance": pl.Int32, "gpu_index": pl.Int32, "step_s": pl.Int32,
               **{c: pl.Float64 for c in ("gr_active", "gr_active_max", "gr_active_min", "fb_used_mib",
                                           "pcie_rx_bps", "nvlink_rx_bps")}}
     with gi.open(tmp_path / "w.duckdb") as g:
-        for batch in (first, late):
+        for batch in (first + grower[0], late):
             load_samples(g, pl.DataFrame(batch, schema_overrides=schema, infer_schema_length=None))
         assert stored_pod_steps(g) == expected_pod_steps(g)
+        load_samples(g, pl.DataFrame(grower[1], schema_overrides=schema, infer_schema_length=None))
+        assert stored_pod_steps(g) == expected_pod_steps(g)
+        assert g.sql("SELECT count(*) FROM gpu_pod_steps s JOIN pod_keys k USING (pod_key) "
+                     "WHERE k.pod = 'grower'").item() == 24
         gpus = dict(g.sql("SELECT k.pod, max(s.gpus) FROM gpu_pod_steps s JOIN pod_keys k USING (pod_key) "
                           "GROUP BY k.pod").rows())
-        assert gpus == {"steady": 1, "mover": 1, "pair": 2, "slice-a": 1, "slice-b": 1}
+        assert gpus == {"steady": 1, "mover": 1, "pair": 2, "slice-a": 1, "slice-b": 1, "grower": 2}
         assert g.sql("SELECT count(*) FROM gpu_pod_steps s JOIN pod_keys k USING (pod_key) "
                      "WHERE k.pod = 'mover'").item() == 12
