@@ -42,11 +42,13 @@ held AS (
     LEFT JOIN cap c ON c.cluster = a.cluster AND c.node = a.node AND c.hour = a.hour
 ),
 split AS (
-    -- each holder-hour's buckets in one pass over held (four filtered passes kept a copy of it)
+    -- each holder-hour's buckets in one pass over held (four filtered passes kept a copy of it);
+    -- idle or not by the mean settled to 9 decimals (plan.model.SETTLE_DIGITS): a mean at the
+    -- threshold is summed in parallel, in a different order each run, and its last bit decided
     SELECT *, unnest(CASE
         WHEN gr IS NULL THEN [{'bucket': 'unmeasured', 'gpu_hours': gh, 'bucket_usd': usd}]
-        WHEN gr < 0.05 THEN [{'bucket': 'idle', 'gpu_hours': gh, 'bucket_usd': usd}]
-        WHEN gr >= 0.05 THEN [{'bucket': 'used', 'gpu_hours': gh * gr, 'bucket_usd': usd * gr},
+        WHEN round(gr, 9) < 0.05 THEN [{'bucket': 'idle', 'gpu_hours': gh, 'bucket_usd': usd}]
+        WHEN round(gr, 9) >= 0.05 THEN [{'bucket': 'used', 'gpu_hours': gh * gr, 'bucket_usd': usd * gr},
                               {'bucket': 'underused', 'gpu_hours': gh * (1 - gr), 'bucket_usd': usd * (1 - gr)}]
         ELSE [] END) AS b
     FROM held

@@ -118,7 +118,7 @@ hod AS (
     SELECT cluster, namespace, workload_kind, workload, hod,
            sum(gs) / nullif(sum(cs), 0) AS g,
            count(*) AS days_seen,
-           count(*) FILTER (WHERE gs / nullif(cs, 0) > 0.05) AS days_active
+           count(*) FILTER (WHERE round(gs / nullif(cs, 0), 9) > 0.05) AS days_active  -- settled: SETTLE_DIGITS
     FROM hod_day
     GROUP BY ALL
 ),

@@ -60,3 +60,36 @@ def test_a_chart_column_rounds_steadily_too() -> None:
 def test_the_typical_hour_in_sql_settles_to_the_same_decimals() -> None:
     sql = (queries_dir() / "workload_activity_timeline.sql").read_text()
     assert re.search(r"round\(abs\(g - \(SELECT median\(g\) FROM whole\)\), (\d+)\)", sql).group(1) == str(SETTLE_DIGITS)
+
+
+def test_a_mean_at_the_idle_threshold_falls_in_one_bucket_whatever_its_last_bit(tmp_path) -> None:
+    """waste_hourly sorts a holder-hour into idle or used/underused by its mean GR activity, a
+    mean DuckDB sums in parallel: at 10,000 GPUs 114 allocation-hours sat at 0.05 give or take
+    one bit, and the bucket (and the row count) changed between two builds of the same data."""
+    from datetime import timedelta
+
+    import gpuinsight as gi
+    from tests.fleet_tables import T0, MiniFleet
+
+    f = MiniFleet()
+    f.node("n1", "p5.48xlarge", "H100", 8)
+    f.price("p5.48xlarge", "H100", 8, 98.32)
+    f.pod("p1", "n1")
+    f.series("n1", 0, "p1", "ns", 0.05, end=T0 + timedelta(hours=1))
+    waste = gi.open(tmp_path / "w.duckdb")
+    with waste as g:
+        f.load(g.wh)
+        g.refresh()
+        q = g.registry.get("waste_hourly")
+
+        def buckets(gr: float) -> set[str]:
+            with g.wh.transaction() as con:
+                con.execute("UPDATE allocation_hourly SET gr_active_avg = ? WHERE pod = 'p1'", [gr])
+                g.registry.build(con, q)
+            return {b for (b,) in g.sql("SELECT bucket FROM waste_hourly WHERE namespace = 'ns'").rows()}
+
+        assert buckets(0.05 - 1.3877787807814457e-17) == buckets(0.05 + 6.938893903907228e-18) == buckets(0.05) \
+            == {"used", "underused"}
+        assert buckets(0.0499) == {"idle"}
+    assert re.search(r"round\(gr, (\d+)\) < 0\.05", (queries_dir() / "waste_hourly.sql").read_text()).group(1) \
+        == str(SETTLE_DIGITS)
