@@ -93,3 +93,6 @@ def test_a_mean_at_the_idle_threshold_falls_in_one_bucket_whatever_its_last_bit(
         assert buckets(0.0499) == {"idle"}
     assert re.search(r"round\(gr, (\d+)\) < 0\.05", (queries_dir() / "waste_hourly.sql").read_text()).group(1) \
         == str(SETTLE_DIGITS)
+    # the active days of workload_gpu_profile's diurnal profile, likewise
+    assert re.search(r"round\(gs / nullif\(cs, 0\), (\d+)\) > 0\.05",
+                     (queries_dir() / "workload_gpu_profile.sql").read_text()).group(1) == str(SETTLE_DIGITS)
