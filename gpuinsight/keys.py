@@ -13,6 +13,16 @@ class NodeKey(NamedTuple):
     node: str
 
 
+class PoolKey(NamedTuple):
+    """A pool the planners move work within: nodes of one cluster, node pool, zone and GPU model
+    (a pool's fields may be unknown: None)."""
+
+    cluster: str
+    node_pool: str | None
+    zone: str | None
+    gpu_model: str | None
+
+
 class WorkloadKey(NamedTuple):
     cluster: str
     namespace: str

@@ -33,7 +33,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuinsight.keys import NodeKey
+from gpuinsight.keys import NodeKey, PoolKey
 from gpuinsight.plan import Recommendation, finding_id
 from gpuinsight.plan.kinds.binpack import BINPACK, BinpackProposed, NodeSetTarget
 from gpuinsight.rules.base import Rule
@@ -51,7 +51,6 @@ from gpuinsight.rules.pack_bound import (
 )
 from gpuinsight.rules.pool_plan import (
     PoolInputs,
-    PoolKey,
     PoolPodRow,
     build_problem,
     method,
@@ -107,11 +106,11 @@ class BinpackRule(Rule):
             pools[pool_key(n)].append(n)
         out = []
         topo = ctx.topology(frames)
-        for key, members in sorted(pools.items(), key=lambda kv: str(kv[0])):
-            problem, pod_rows = build_problem(key, members, pods_on, inputs, settings, ctx)
+        for pool, members in sorted(pools.items(), key=lambda kv: str(tuple(kv[0]))):  # the fields' reprs: None sorts among names
+            problem, pod_rows = build_problem(pool, members, pods_on, inputs, settings, ctx)
             for nd in problem.nodes:  # the pool is one zone: the domains between node and zone count
-                nd.domains = tuple(d for lvl, d, _ in topo.of(key[0], nd.name).path[1:] if lvl != "zone")
-            rec = self._plan_pool(key, members, problem, pod_rows, leaving, settings, ctx)
+                nd.domains = tuple(d for lvl, d, _ in topo.of(pool.cluster, nd.name).path[1:] if lvl != "zone")
+            rec = self._plan_pool(pool, members, problem, pod_rows, leaving, settings, ctx)
             if rec is not None:
                 out.append(rec)
         return out

@@ -25,7 +25,7 @@ import polars as pl
 
 from gpuinsight.errors import BadInput
 from gpuinsight.gpumodels import MEMORY_MIB
-from gpuinsight.keys import NodeKey, PodKey, WorkloadKey
+from gpuinsight.keys import NodeKey, PodKey, PoolKey, WorkloadKey
 from gpuinsight.plan import Recommendation, finding_id, stable_id
 from gpuinsight.plan.kinds.mig import MIG, MigProposed, StoppedPod
 from gpuinsight.plan.kinds.server_memory import ServerMemory
@@ -140,19 +140,19 @@ class ConsolidationRule(Rule):
                 out.append(self._slot_finding(d, slot, settings, ctx, nodes))
         # 2. each node pool: partitioned GPUs, sharing hosts and the moves they need, with binpack
         pods_on = pods_after(inputs.placement, ctx)
-        by_pool: dict[tuple[Any, ...], list[Demand]] = defaultdict(list)
+        by_pool: dict[PoolKey, list[Demand]] = defaultdict(list)
         for d in demands:
             if id(d) not in taken:
                 by_pool[pool_key(d.node_row)].append(d)
-        pool_nodes: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
+        pool_nodes: dict[PoolKey, list[Row]] = defaultdict(list)
         for key, n in nodes.items():
             if pool_key(n) in by_pool and plannable(n, key, ctx):
                 pool_nodes[pool_key(n)].append(n)
-        for key, members in sorted(by_pool.items(), key=lambda kv: str(kv[0])):
-            cluster = key[0]
-            here = pool_nodes.get(key, [])
-            sharing = plan_pool(key, here, members, pods_on, {n.node: placed_now[NodeKey(cluster, n.node)] for n in here},
-                                inputs, profiles.get(key[3], []), layouts, t, settings, ctx)
+        for pool, members in sorted(by_pool.items(), key=lambda kv: str(tuple(kv[0]))):  # the fields' reprs: None sorts among names
+            here = pool_nodes.get(pool, [])
+            sharing = plan_pool(pool, here, members, pods_on,
+                                {n.node: placed_now[NodeKey(pool.cluster, n.node)] for n in here},
+                                inputs, profiles.get(pool.gpu_model, []), layouts, t, settings, ctx)
             if sharing is not None:
                 out += self._commit(sharing, settings, ctx, nodes)
         return out

@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuinsight.keys import BudgetKey, BudgetKind, NodeKey, PodKey, WorkloadKey
+from gpuinsight.keys import BudgetKey, BudgetKind, NodeKey, PodKey, PoolKey, WorkloadKey
 from gpuinsight.kubelabels import LabelIndex
 from gpuinsight.kubelabels import json_object as as_map
 from gpuinsight.rules.common import cluster_of, num
@@ -38,12 +38,10 @@ from gpuinsight.rules.pack_bound import (
 )
 from gpuinsight.sql.rows import Row, key_cluster
 
-PoolKey = tuple[str, Any, Any, Any]  # cluster, node pool, zone, GPU model
-
 
 def pool_key(node: Row) -> PoolKey:
     """The pool of a ``nodes_current`` row."""
-    return (key_cluster(node), node.node_pool, node.zone, node.gpu_model)
+    return PoolKey(key_cluster(node), node.node_pool, node.zone, node.gpu_model)
 
 
 def plannable(n: Row, key: NodeKey, ctx: PlanContext) -> bool:
@@ -189,8 +187,7 @@ def solve(problem: PoolProblem, settings: dict[str, Any], ctx: PlanContext, key:
 
 
 def pool_name(key: PoolKey) -> str:
-    cluster, pool, zone, model = key
-    return f"{pool} ({zone}, {model})" + (f" of cluster {cluster}" if cluster else "")
+    return f"{key.node_pool} ({key.zone}, {key.gpu_model})" + (f" of cluster {key.cluster}" if key.cluster else "")
 
 
 def method(plan: PoolPlan, settings: dict[str, Any]) -> str:

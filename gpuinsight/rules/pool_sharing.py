@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
-from gpuinsight.keys import NodeKey
+from gpuinsight.keys import NodeKey, PoolKey
 from gpuinsight.kubelabels import label_map
 from gpuinsight.rules.common import num
 from gpuinsight.rules.consolidation_plan import (
@@ -46,7 +46,7 @@ from gpuinsight.rules.consolidation_plan import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.mig_packing import MigProfile
 from gpuinsight.rules.pack_bound import PoolPlan, PoolProblem, check_plan
-from gpuinsight.rules.pool_plan import PoolInputs, PoolKey, PoolPodRow, build_problem, move_list, solve
+from gpuinsight.rules.pool_plan import PoolInputs, PoolPodRow, build_problem, move_list, solve
 from gpuinsight.sql.rows import Row
 
 STRATEGY_LABEL = "nvidia.com/mig.strategy"
@@ -115,7 +115,7 @@ def plan_pool(key: PoolKey, members: list[Row], demands: list[Demand],
     """Shared GPUs and the placement of a pool. ``pods_on``: whole-GPU pods per (cluster, node)
     after the earlier findings (the demands among them); ``placed_now``: every pod holding GPUs
     on each node now (what says which GPUs are free)."""
-    cluster, model = key[0], key[3]
+    cluster, model = key.cluster, key.gpu_model
     binpack = ctx.rule_settings("binpack")
     by_name = {n.node: n for n in members}
     mig_nodes = {n.node for n in members if _mig_ok(n, placed_now.get(n.node, []), model, settings)}
