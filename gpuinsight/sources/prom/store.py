@@ -23,7 +23,8 @@ def merge_spans(
     A batch only sees its own time chunk, so a plain replace would shrink ``first_seen`` to
     the chunk start and null out facts another chunk (or another source, e.g. the Kubernetes
     dump) knew. Instead: ``first_seen`` = min, ``last_seen`` = max, and every other column
-    takes the newest non-null value (newest by ``last_seen``; the batch wins ties).
+    takes the newest non-null value (newest by ``last_seen``; the batch wins ties), over the
+    stored row and every row of the batch with that key.
     """
     if frame.height == 0:
         return 0
@@ -32,13 +33,16 @@ def merge_spans(
     with registered(con, "_gi_keys", keys.to_arrow()):
         on = " AND ".join(f't."{k}" = k."{k}"' for k in key)
         existing = con.sql(f'SELECT t.* FROM "{table}" t SEMI JOIN _gi_keys k ON {on}').pl()
-    if existing.height == 0:
+    if existing.height == 0 and keys.height == frame.height:  # nothing to combine
         return wh.merge(table, frame, key, con=con)
     both = pl.concat(
         [existing.with_columns(pl.lit(0).alias("_new")), frame.with_columns(pl.lit(1).alias("_new"))],
         how="diagonal_relaxed",
     )
+    # oldest first, the batch after the stored rows it ties with: a group keeps its rows' order,
+    # so each column's newest non-null value is its last (one sort, not one per column and group)
     order = ["last_seen", "_new"] if "last_seen" in both.columns else ["_new"]
+    both = both.sort(order, nulls_last=False, maintain_order=True)
     aggs = []
     for c in both.columns:
         if c in key or c == "_new":
@@ -48,7 +52,7 @@ def merge_spans(
         elif c == "last_seen":
             aggs.append(pl.col(c).max())
         else:
-            aggs.append(pl.col(c).sort_by(order, nulls_last=False).drop_nulls().last())
+            aggs.append(pl.col(c).drop_nulls().last())
     merged = both.group_by(list(key)).agg(aggs)
     return wh.merge(table, merged, key, con=con)
 
