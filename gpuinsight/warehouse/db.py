@@ -426,7 +426,10 @@ class Warehouse:
         with registered(con, "_gi_batch", batch.to_arrow()):
             on = " AND ".join(f't."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
             bound, params = _time_bound(batch, key)
-            con.execute(f'DELETE FROM "{table}" AS t USING _gi_batch AS b WHERE {on}{bound}', params)
+            # a batch of times not stored yet (a collection moving on) replaces nothing, and the
+            # delete would still build a hash table of the whole batch to find that out
+            if not bound or con.execute(f'SELECT 1 FROM "{table}" AS t WHERE TRUE{bound} LIMIT 1', params).fetchall():
+                con.execute(f'DELETE FROM "{table}" AS t USING _gi_batch AS b WHERE {on}{bound}', params)
             col_list = ", ".join(f'"{c}"' for c in batch.columns)
             con.execute(f'INSERT INTO "{table}" ({col_list}) SELECT {col_list} FROM _gi_batch')
         return batch.height
