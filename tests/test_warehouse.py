@@ -249,3 +249,48 @@ def test_audit_rows_recorded_before_the_cluster_column_take_their_actions_cluste
     assert 22 in migrate(con, root)
     assert con.execute("SELECT seq, cluster FROM applied_actions ORDER BY seq").fetchall() == [
         (1, "east"), (2, None), (3, "west")]
+
+
+def test_the_step_sample_tables_lose_their_indexes_and_keep_their_rows(tmp_path: Path) -> None:
+    """Migration 025 drops the primary-key indexes of the per-step sample tables: a warehouse at
+    024 keeps every row and column, and the loads' merge still holds one row per natural key."""
+    import shutil
+    from datetime import datetime, timedelta
+
+    from gpuinsight.sources.cadvisor import KEY as CPU_KEY
+    from gpuinsight.sources.energy import KEY as ENERGY_KEY
+
+    before = tmp_path / "schema-024"
+    (before / "schema").mkdir(parents=True)
+    for _, _, path in migration_files():
+        if int(path.name[:3]) < 25:
+            shutil.copy(path, before / "schema" / path.name)
+    db = tmp_path / "w.duckdb"
+    t0 = datetime(2026, 11, 1)
+    energy = pl.DataFrame({"cluster": ["c"] * 3, "gpu_uuid": ["GPU-1", "GPU-2", "GPU-1"],
+                           "ts": [t0, t0, t0 + timedelta(minutes=5)], "energy_j": [1.5, None, 3.0],
+                           "step_s": [300] * 3})
+    cpu = pl.DataFrame({"cluster": ["c"] * 2, "ts": [t0, t0], "namespace": ["ns"] * 2, "pod": ["a", "b"],
+                        "cpu_cores": [0.5, 2.0], "step_s": [300] * 2})
+    con = duckdb.connect(str(db))
+    migrate(con, before)
+    for table, frame in (("gpu_energy_samples", energy), ("pod_cpu_samples", cpu)):
+        con.register("_f", frame.to_arrow())
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _f")
+        con.unregister("_f")
+    con.close()
+    with Warehouse(db) as wh:  # opening migrates
+        assert schema_version(wh.con) >= 25
+        tables = ("gpu_energy_samples", "serving_samples", "pod_cpu_samples", "kueue_quota_samples")
+        indexed = wh.con.execute("SELECT DISTINCT table_name FROM duckdb_constraints() WHERE constraint_type IN "
+                                 "('PRIMARY KEY', 'UNIQUE') AND table_name IN ?", [list(tables)]).fetchall()
+        assert indexed == []
+        assert wh.sql("SELECT * FROM gpu_energy_samples ORDER BY ALL").equals(energy.sort(energy.columns))
+        assert wh.sql("SELECT * FROM pod_cpu_samples ORDER BY ALL").equals(cpu.sort(cpu.columns))
+        # the merge keeps the natural key: the same batch again, and a changed value, add no rows
+        wh.merge("gpu_energy_samples", energy.with_columns(energy_j=pl.lit(9.0)), ENERGY_KEY)
+        wh.merge("pod_cpu_samples", cpu, CPU_KEY)
+        assert wh.count("gpu_energy_samples") == 3 and wh.count("pod_cpu_samples") == 2
+        assert wh.sql("SELECT DISTINCT energy_j FROM gpu_energy_samples").item() == 9.0
+        with pytest.raises(duckdb.ConstraintException):  # the NOT NULL columns are still refused
+            wh.con.execute("INSERT INTO gpu_energy_samples VALUES ('c', NULL, ?, 1.0, 300)", [t0])
