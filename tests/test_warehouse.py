@@ -251,9 +251,10 @@ def test_audit_rows_recorded_before_the_cluster_column_take_their_actions_cluste
         (1, "east"), (2, None), (3, "west")]
 
 
-def test_the_step_sample_tables_lose_their_indexes_and_keep_their_rows(tmp_path: Path) -> None:
-    """Migration 025 drops the primary-key indexes of the per-step sample tables: a warehouse at
-    024 keeps every row and column, and the loads' merge still holds one row per natural key."""
+def test_the_step_sample_tables_and_pods_lose_their_indexes_and_keep_their_rows(tmp_path: Path) -> None:
+    """Migration 025 drops the primary-key indexes of the per-step sample tables and of pods: a
+    warehouse at 024 keeps every row and column, and the loads' merge still holds one row per
+    natural key."""
     import shutil
     from datetime import datetime, timedelta
 
@@ -278,10 +279,15 @@ def test_the_step_sample_tables_lose_their_indexes_and_keep_their_rows(tmp_path:
         con.register("_f", frame.to_arrow())
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _f")
         con.unregister("_f")
+    con.execute("INSERT INTO pods (cluster, uid, namespace, name, gpu_request, labels, created) "
+                "VALUES ('c', 'u1', 'ns', 'p1', 1.0, '{\"a\": \"b\"}', ?), ('c', 'u2', 'ns', 'p2', NULL, NULL, NULL)", [t0])
+    pod_columns = con.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                              "WHERE table_name = 'pods' ORDER BY ordinal_position").fetchall()
+    pod_rows = con.sql("SELECT * FROM pods").pl()
     con.close()
     with Warehouse(db) as wh:  # opening migrates
         assert schema_version(wh.con) >= 25
-        tables = ("gpu_energy_samples", "serving_samples", "pod_cpu_samples", "kueue_quota_samples")
+        tables = ("gpu_energy_samples", "serving_samples", "pod_cpu_samples", "kueue_quota_samples", "pods")
         indexed = wh.con.execute("SELECT DISTINCT table_name FROM duckdb_constraints() WHERE constraint_type IN "
                                  "('PRIMARY KEY', 'UNIQUE') AND table_name IN ?", [list(tables)]).fetchall()
         assert indexed == []
@@ -294,3 +300,7 @@ def test_the_step_sample_tables_lose_their_indexes_and_keep_their_rows(tmp_path:
         assert wh.sql("SELECT DISTINCT energy_j FROM gpu_energy_samples").item() == 9.0
         with pytest.raises(duckdb.ConstraintException):  # the NOT NULL columns are still refused
             wh.con.execute("INSERT INTO gpu_energy_samples VALUES ('c', NULL, ?, 1.0, 300)", [t0])
+        # pods: every column, in its order, with its type and NOT NULL, as before
+        assert wh.con.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                              "WHERE table_name = 'pods' ORDER BY ordinal_position").fetchall() == pod_columns
+        assert wh.sql("SELECT * FROM pods").equals(pod_rows)
