@@ -281,13 +281,17 @@ def test_the_step_sample_tables_and_pods_lose_their_indexes_and_keep_their_rows(
         con.unregister("_f")
     con.execute("INSERT INTO pods (cluster, uid, namespace, name, gpu_request, labels, created) "
                 "VALUES ('c', 'u1', 'ns', 'p1', 1.0, '{\"a\": \"b\"}', ?), ('c', 'u2', 'ns', 'p2', NULL, NULL, NULL)", [t0])
-    pod_columns = con.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                              "WHERE table_name = 'pods' ORDER BY ordinal_position").fetchall()
+    tables = ("gpu_energy_samples", "serving_samples", "pod_cpu_samples", "kueue_quota_samples", "pods")
+
+    def columns(c: duckdb.DuckDBPyConnection, table: str) -> list[tuple]:
+        return c.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                         "WHERE table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+
+    before_columns = {t: columns(con, t) for t in tables}
     pod_rows = con.sql("SELECT * FROM pods").pl()
     con.close()
     with Warehouse(db) as wh:  # opening migrates
         assert schema_version(wh.con) >= 25
-        tables = ("gpu_energy_samples", "serving_samples", "pod_cpu_samples", "kueue_quota_samples", "pods")
         indexed = wh.con.execute("SELECT DISTINCT table_name FROM duckdb_constraints() WHERE constraint_type IN "
                                  "('PRIMARY KEY', 'UNIQUE') AND table_name IN ?", [list(tables)]).fetchall()
         assert indexed == []
@@ -300,7 +304,6 @@ def test_the_step_sample_tables_and_pods_lose_their_indexes_and_keep_their_rows(
         assert wh.sql("SELECT DISTINCT energy_j FROM gpu_energy_samples").item() == 9.0
         with pytest.raises(duckdb.ConstraintException):  # the NOT NULL columns are still refused
             wh.con.execute("INSERT INTO gpu_energy_samples VALUES ('c', NULL, ?, 1.0, 300)", [t0])
-        # pods: every column, in its order, with its type and NOT NULL, as before
-        assert wh.con.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                              "WHERE table_name = 'pods' ORDER BY ordinal_position").fetchall() == pod_columns
+        # every column of every table, in its order, with its type and NOT NULL, as before
+        assert {t: columns(wh.con, t) for t in tables} == before_columns
         assert wh.sql("SELECT * FROM pods").equals(pod_rows)
