@@ -53,6 +53,7 @@ from gpuinsight.rules.pool_plan import (
     PoolInputs,
     PoolPodRow,
     build_problem,
+    in_pool_order,
     method,
     move_list,
     plannable,
@@ -106,7 +107,7 @@ class BinpackRule(Rule):
             pools[pool_key(n)].append(n)
         out = []
         topo = ctx.topology(frames)
-        for pool, members in sorted(pools.items(), key=lambda kv: str(tuple(kv[0]))):  # the fields' reprs: None sorts among names
+        for pool, members in in_pool_order(pools):
             problem, pod_rows = build_problem(pool, members, pods_on, inputs, settings, ctx)
             for nd in problem.nodes:  # the pool is one zone: the domains between node and zone count
                 nd.domains = tuple(d for lvl, d, _ in topo.of(pool.cluster, nd.name).path[1:] if lvl != "zone")

@@ -58,7 +58,14 @@ from gpuinsight.rules.consolidation_plan import (
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.rules.effects import GpusPartitioned, PodLeaves, SharingHost
 from gpuinsight.rules.mig_packing import MigProfile, parse_layouts
-from gpuinsight.rules.pool_plan import PoolInputs, plannable, pods_after, pool_key, record_moves
+from gpuinsight.rules.pool_plan import (
+    PoolInputs,
+    in_pool_order,
+    plannable,
+    pods_after,
+    pool_key,
+    record_moves,
+)
 from gpuinsight.rules.pool_sharing import Host, PoolSharing, Repartition, plan_pool
 from gpuinsight.rules.serving import (
     memory_by_workload,
@@ -148,7 +155,7 @@ class ConsolidationRule(Rule):
         for key, n in nodes.items():
             if pool_key(n) in by_pool and plannable(n, key, ctx):
                 pool_nodes[pool_key(n)].append(n)
-        for pool, members in sorted(by_pool.items(), key=lambda kv: str(tuple(kv[0]))):  # the fields' reprs: None sorts among names
+        for pool, members in in_pool_order(by_pool):
             here = pool_nodes.get(pool, [])
             sharing = plan_pool(pool, here, members, pods_on,
                                 {n.node: placed_now[NodeKey(pool.cluster, n.node)] for n in here},

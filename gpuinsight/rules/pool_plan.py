@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuinsight.keys import BudgetKey, BudgetKind, NodeKey, PodKey, PoolKey, WorkloadKey
 from gpuinsight.kubelabels import LabelIndex
@@ -38,10 +38,18 @@ from gpuinsight.rules.pack_bound import (
 )
 from gpuinsight.sql.rows import Row, key_cluster
 
+T = TypeVar("T")
+
 
 def pool_key(node: Row) -> PoolKey:
     """The pool of a ``nodes_current`` row."""
     return PoolKey(key_cluster(node), node.node_pool, node.zone, node.gpu_model)
+
+
+def in_pool_order(pools: dict[PoolKey, T]) -> list[tuple[PoolKey, T]]:
+    """The pools in the order the planners take them: by their fields' reprs (a field may be None,
+    which sorts among the names)."""
+    return sorted(pools.items(), key=lambda kv: str(tuple(kv[0])))
 
 
 def plannable(n: Row, key: NodeKey, ctx: PlanContext) -> bool:
