@@ -16,6 +16,7 @@ rebuilt from the samples now there and a failed load leaves all three as they we
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import duckdb
@@ -70,35 +71,34 @@ def rebuild_rollups(con: duckdb.DuckDBPyConnection, samples: pl.DataFrame) -> di
     return rows
 
 
-def _rebuild_hourly(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime, cluster: str | None) -> int:
-    where, scope = f"hour >= ? AND hour < ? AND {_GPUS_OF}", [ts_from, ts_to, cluster, cluster]
-    try:
-        con.execute(f"DELETE FROM gpu_hourly_facts WHERE {where}", scope)
-        # the scope's rows were all deleted: the rows inserted are the rows now there
-        row = con.execute("INSERT INTO gpu_hourly_facts SELECT * FROM gpu_hourly_of(?::TIMESTAMP, ?::TIMESTAMP, "
-                          "?::VARCHAR)", [ts_from, ts_to, cluster]).fetchone()
-    except duckdb.Error as exc:
-        raise RuntimeFailure(f"019_narrow_samples.sql (gpu_hourly_of): {str(exc).splitlines()[0]}") from exc
-    return int(row[0]) if row else 0
+@dataclass(frozen=True)
+class Rollup:
+    """A rollup table rebuilt for a range of its time column from its table macro (the macro's
+    file named in errors); ``of_cluster`` limits the rows to a cluster's (NULL: every cluster)."""
 
+    table: str
+    time_column: str
+    of_cluster: str
+    macro: str
+    source: str
 
-def _rebuild_pod_steps(con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime,
-                       cluster: str | None) -> int:
-    """``gpu_pod_steps`` in ``[ts_from, ts_to)`` rebuilt from the samples there; returns its rows.
-
-    Every pod-step of the range goes, not only those of pods in the batch: a merge may have
-    handed a GPU-step to another pod, leaving the old holder's step with fewer GPUs or none.
-    """
-    where, scope = f"ts >= ? AND ts < ? AND {_PODS_OF}", [ts_from, ts_to, cluster, cluster]
-    try:
-        con.execute(f"DELETE FROM gpu_pod_steps WHERE {where}", scope)
-        row = con.execute("INSERT INTO gpu_pod_steps SELECT * FROM pod_steps_of(?::TIMESTAMP, ?::TIMESTAMP, "
-                          "?::VARCHAR)", [ts_from, ts_to, cluster]).fetchone()
-    except duckdb.Error as exc:
-        raise RuntimeFailure(f"024_pod_steps_of_one_gpu.sql (pod_steps_of): {str(exc).splitlines()[0]}") from exc
-    return int(row[0]) if row else 0
+    def __call__(self, con: duckdb.DuckDBPyConnection, ts_from: datetime, ts_to: datetime, cluster: str | None) -> int:
+        """The table's rows in ``[ts_from, ts_to)`` (of ``cluster``) rebuilt from the samples
+        there; returns the rows now there. Every row of the range goes, not only those of the
+        batch's GPUs or pods: a merge may have handed a GPU-step to another pod, leaving the old
+        holder's step with fewer GPUs or none."""
+        where = f"{self.time_column} >= ? AND {self.time_column} < ? AND {self.of_cluster}"
+        try:
+            con.execute(f"DELETE FROM {self.table} WHERE {where}", [ts_from, ts_to, cluster, cluster])
+            # the scope's rows were all deleted: the rows inserted are the rows now there
+            row = con.execute(f"INSERT INTO {self.table} SELECT * FROM {self.macro}(?::TIMESTAMP, ?::TIMESTAMP, "
+                              "?::VARCHAR)", [ts_from, ts_to, cluster]).fetchone()
+        except duckdb.Error as exc:
+            raise RuntimeFailure(f"{self.source} ({self.macro}): {str(exc).splitlines()[0]}") from exc
+        return int(row[0]) if row else 0
 
 
 # the rollups of a batch of samples, in the order they are rebuilt: (table, rebuild(con, from, to, cluster))
 ROLLUPS: tuple[tuple[str, Callable[[duckdb.DuckDBPyConnection, datetime, datetime, str | None], int]], ...] = (
-    ("gpu_hourly", _rebuild_hourly), ("gpu_pod_steps", _rebuild_pod_steps))
+    ("gpu_hourly", Rollup("gpu_hourly_facts", "hour", _GPUS_OF, "gpu_hourly_of", "019_narrow_samples.sql")),
+    ("gpu_pod_steps", Rollup("gpu_pod_steps", "ts", _PODS_OF, "pod_steps_of", "024_pod_steps_of_one_gpu.sql")))
