@@ -22,8 +22,7 @@ nh AS (
     GROUP BY cluster
 )
 SELECT a.cluster,
-       epoch(least(a.window_end, coalesce($until, a.window_end))
-             - greatest(a.window_start, coalesce($since, a.window_start))) / 3600.0 AS hours,
+       window_hours(a.window_start, a.window_end, $since, $until) AS hours,
        nh.gpu_hours,
        wh.allocated_gpu_hours,
        wh.total_usd

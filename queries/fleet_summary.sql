@@ -37,8 +37,7 @@ rate AS (
     FROM (
         SELECT x.cluster, sum(x.usd) AS usd,
                coalesce(sum(x.usd) FILTER (WHERE x.bucket IN ('idle', 'underused', 'unallocated')), 0) AS waste,
-               any_value(epoch(least(a.window_end, coalesce($until, a.window_end))
-                               - greatest(a.window_start, coalesce($since, a.window_start))) / 3600.0) AS hours
+               any_value(window_hours(a.window_start, a.window_end, $since, $until)) AS hours
         FROM wh x
         JOIN analysis_window a ON a.cluster = x.cluster
         GROUP BY x.cluster
@@ -51,8 +50,7 @@ SELECT
     (SELECT count(DISTINCT (cluster, node)) FROM nh) AS nodes,
     greatest(w.window_start, coalesce($since, w.window_start)) AS window_start,
     least(w.window_end, coalesce($until, w.window_end)) AS window_end,
-    epoch(least(w.window_end, coalesce($until, w.window_end))
-          - greatest(w.window_start, coalesce($since, w.window_start))) / 3600.0 AS hours,
+    window_hours(w.window_start, w.window_end, $since, $until) AS hours,
     (SELECT sum(gpu_hours) FROM nh) AS gpu_hours,
     (SELECT sum(gpu_hours) FROM wh WHERE bucket <> 'unallocated') AS allocated_gpu_hours,
     (SELECT sum(gpu_hours) FROM wh WHERE bucket = 'used') AS used_gpu_hours,
