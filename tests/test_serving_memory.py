@@ -22,7 +22,8 @@ from gpuinsight.actions.validate import validate_object
 from gpuinsight.config import Config, PrometheusConfig
 from gpuinsight.plan import Recommendation
 from gpuinsight.plan.kinds.server_memory import ServerMemory
-from gpuinsight.rules.consolidation_plan import Targets, demand_size
+from gpuinsight.rules.common import Targets
+from gpuinsight.rules.consolidation_plan import demand_size
 from gpuinsight.rules.serving import MIB, server_setting, serving_size
 from gpuinsight.sources.openmetrics import load_openmetrics
 from gpuinsight.sources.prometheus import PrometheusSource

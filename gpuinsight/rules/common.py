@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -22,6 +23,20 @@ SCALE_TARGET_KINDS = ("Deployment", "StatefulSet")
 # idle_stretches' hour-of-week profile (168 slots a workload): read for the findings alone, so the
 # rules' rows of that model leave it out (PlanContext.rows ``without``, PlanContext.cell)
 WEEK_PROFILE = ("hour_of_week",)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What a workload sharing a GPU is sized for (consolidation's settings): the consolidation
+    plan and an inference server's memory sizing (rules.serving) both read it."""
+
+    memory_headroom: float
+    compute_target: float
+    ts_memory_fill: float
+    max_clients: int
+    kv_headroom: float = 0.5          # KV cache kept over its measured peak use (inference servers)
+    min_kv_hours: float = 24.0        # hours of KV-cache readings before sizing on them
+    server_context_mib: float = 1024.0  # the CUDA context a server holds beside the share it reserves
 
 
 def num(value: Any, default: float = 0.0) -> float:

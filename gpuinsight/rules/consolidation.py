@@ -38,6 +38,7 @@ from gpuinsight.rules.base import Rule
 from gpuinsight.rules.common import (
     FULL_CONFIDENCE,
     MIN_HOURS,
+    Targets,
     cluster_of,
     compute_evidence,
     evidence_confidence,
@@ -51,7 +52,6 @@ from gpuinsight.rules.consolidation_plan import (
     Demand,
     HostChoice,
     Slot,
-    Targets,
     demand_size,
     take_free_slots,
 )

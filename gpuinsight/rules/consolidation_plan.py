@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuinsight.keys import WorkloadKey
-from gpuinsight.rules.common import compute_peak, num
+from gpuinsight.rules.common import Targets, compute_peak, num
 from gpuinsight.rules.mig_packing import MigProfile, fits, fits_a_layout, slice_profiles, slices_for
 from gpuinsight.rules.serving import ServingSize, serving_size
 from gpuinsight.sql.rows import Row
@@ -59,17 +59,6 @@ class Demand:
     @property
     def size(self) -> float:
         return max(self.mem_mib / 81920.0, self.compute)
-
-
-@dataclass(frozen=True)
-class Targets:
-    memory_headroom: float
-    compute_target: float
-    ts_memory_fill: float
-    max_clients: int
-    kv_headroom: float = 0.5          # KV cache kept over its measured peak use (inference servers)
-    min_kv_hours: float = 24.0        # hours of KV-cache readings before sizing on them
-    server_context_mib: float = 1024.0  # the CUDA context a server holds beside the share it reserves
 
 
 def demand_size(profile: Row, facts: Row | None, t: Targets) -> tuple[float, float]:

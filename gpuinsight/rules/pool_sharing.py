@@ -32,13 +32,12 @@ from typing import Any
 from gpuinsight.gpumodels import MEMORY_MIB, is_mig_capable
 from gpuinsight.keys import NodeKey, PoolKey
 from gpuinsight.kubelabels import label_map
-from gpuinsight.rules.common import num
+from gpuinsight.rules.common import Targets, num
 from gpuinsight.rules.consolidation_plan import (
     Demand,
     HostChoice,
     HostNode,
     MigGpu,
-    Targets,
     best_host_choice,
     mig_configs,
     pack_mig_gpus,

@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuinsight.keys import WorkloadKey
 from gpuinsight.plan.kinds.server_memory import FRACTION_FLAGS, KEEP_BYTES_FLAGS, KV_BYTES_FLAG
-from gpuinsight.rules.common import num
+from gpuinsight.rules.common import Targets, num
 from gpuinsight.rules.context import PlanContext
 from gpuinsight.sources.k8s.common import MapError, parse_quantity
 from gpuinsight.sql.rows import Row
-
-if TYPE_CHECKING:
-    from gpuinsight.rules.consolidation_plan import Targets
 
 MODEL = "unit_economics"
 MEMORY_MODEL = "serving_memory"
