@@ -304,7 +304,8 @@ def test_only_applies_the_chosen_recommendations(api: ApplyKubeAPI, wh: Warehous
 
 def test_kube_client_basics(api: ApplyKubeAPI) -> None:
     from gpuinsight.actions.kube import Forbidden
-    from gpuinsight.actions.refs import Ref, kind_info
+    from gpuinsight.actions.refs import Ref
+    from gpuinsight.plan.vocabulary import kind_info
 
     kube = Kube(api.client())
     assert kube.get(Ref("Queue", None, "nope")) is None

@@ -34,6 +34,7 @@ from gpuinsight.actions.refs import Ref
 from gpuinsight.actions.validate import validate_object
 from gpuinsight.cli import main
 from gpuinsight.paths import sample_data_dir
+from gpuinsight.plan.vocabulary import INERT_TYPES
 from gpuinsight.warehouse import Warehouse
 from tests.crds import CRD_DIRS
 from tests.k8s_apply_server import CHART_CONF, ApplyKubeAPI, schemas_for, tolerates, unschedulable
@@ -166,7 +167,7 @@ def action_keys(action: dict[str, Any]) -> list[Key]:
     """The objects one action writes (an eviction writes its pod)."""
     if action["type"] == "drain":
         return [("pods", p["namespace"], p["name"]) for p in action["pods"]]
-    if action["type"] in model.INERT_TYPES:
+    if action["type"] in INERT_TYPES:
         return []  # a manifest patch changes nothing in the cluster
     ref = model.action_ref(action)
     return [ref_key(ref)] if ref is not None else []
@@ -293,7 +294,7 @@ def check_apply(api: ApplyKubeAPI, n_applied: int, log: list[tuple[str, str, boo
     # identical actions from several recommendations (the shared sharing config and node label)
     # are applied once; one real request per change (per pod for a drain)
     unique = {json.dumps({k: v for k, v in a.items() if k not in ("recommendation", "description", "observed")},
-                         sort_keys=True) for a in actions if a["type"] not in model.INERT_TYPES}
+                         sort_keys=True) for a in actions if a["type"] not in INERT_TYPES}
     assert n_applied == len(unique) == len(audit)
     assert len(real) == sum(len(a["pods"]) if a["type"] == "drain" else 1 for a in map(json.loads, unique))
 

@@ -34,10 +34,11 @@ from gpuinsight.actions.patching import (
     strip_server_fields,
 )
 from gpuinsight.actions.redact import MARK, contains_mark, redact, redact_fields
-from gpuinsight.actions.refs import Ref, kind_info
+from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput, GpuInsightError, NotFound, RuntimeFailure
 from gpuinsight.plan import Plan
 from gpuinsight.plan.io import FUTURE_SKEW, validate_plan
+from gpuinsight.plan.vocabulary import INERT_TYPES, kind_info
 
 if TYPE_CHECKING:
     from gpuinsight.warehouse import Warehouse
@@ -268,7 +269,7 @@ def apply_plan(plan: Plan, kube: Kube | Mapping[str, Kube] | None, wh: Warehouse
     for action in actions:
         if action["type"] == "refused":
             raise BadInput(action["message"])
-    actions = [a for a in actions if a["type"] not in model.INERT_TYPES]
+    actions = [a for a in actions if a["type"] not in INERT_TYPES]
     result = ApplyResult(plan.plan_id)
     if audit.rows(wh, plan.plan_id, ("applied",)):
         raise BadInput(f"plan {plan.plan_id} is already applied; roll it back first (gpuinsight rollback "

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gpuinsight.actions import model
 from gpuinsight.actions.builders import ordered_actions
 from gpuinsight.actions.clusters import action_cluster, per_cluster, require
 from gpuinsight.actions.eks import Eks
 from gpuinsight.actions.kube import Kube
+from gpuinsight.plan.vocabulary import INERT_TYPES
 
 if TYPE_CHECKING:
     from gpuinsight.plan import Plan
@@ -66,5 +66,5 @@ def kubes_to_apply(plan: Plan, context: Contexts, only: list[str] | None = None)
     before anything is read: one context stands for the one such cluster; a cluster with none
     named is refused (BadInput), never given the current context."""
     need = sorted({action_cluster(a) for a in ordered_actions(plan, set(only) if only else None)
-                   if a["type"] not in model.INERT_TYPES and a["type"] != "aws-eks"})
+                   if a["type"] not in INERT_TYPES and a["type"] != "aws-eks"})
     return kubes_for(context, need, required=need)

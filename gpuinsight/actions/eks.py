@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpuinsight.actions.model import EKS_CALLS
 from gpuinsight.actions.patching import norm
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.plan.vocabulary import EKS_CALLS
 
 # Fields a new group takes from the group it is copied from, when the plan did not carry them.
 COPIED = ("subnets", "nodeRole", "amiType", "diskSize", "labels", "remoteAccess", "tags", "launchTemplate")

@@ -12,9 +12,10 @@ import os
 from typing import Any
 
 from gpuinsight.actions.model import FIELD_MANAGER
-from gpuinsight.actions.refs import KindInfo, Ref, kind_info
+from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import RuntimeFailure
 from gpuinsight.imports import kubernetes
+from gpuinsight.plan.vocabulary import KindInfo, kind_info
 
 CONTENT_TYPES = {
     "apply": "application/apply-patch+yaml",

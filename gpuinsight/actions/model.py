@@ -45,16 +45,9 @@ from gpuinsight.actions.patching import (
 )
 from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput
+from gpuinsight.plan.vocabulary import PHASES
 
 FIELD_MANAGER = "gpuinsight"
-PHASES = ("config", "node-pool", "host-cordon", "host-drain", "label", "uncordon", "workload", "scale-down",
-          "cordon", "drain", "note")
-ACTION_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "uncordon", "drain", "aws-eks", "note", "refused",
-                "manifest-patch")
-# Kinds of action that change nothing: shown and emitted, skipped by apply.
-INERT_TYPES = ("note", "refused", "manifest-patch")
-K8S_TYPES = ("k8s-apply", "k8s-label", "k8s-patch", "cordon", "uncordon")
-EKS_CALLS = ("create_nodegroup", "update_nodegroup_config")
 
 
 class ActionError(BadInput):

@@ -19,8 +19,9 @@ import yaml
 
 from gpuinsight.actions.patching import get
 from gpuinsight.actions.redact import redact_fields
-from gpuinsight.actions.refs import KINDS, Ref
+from gpuinsight.actions.refs import Ref
 from gpuinsight.errors import BadInput, RuntimeFailure
+from gpuinsight.plan.vocabulary import OBJECT_KINDS
 from gpuinsight.sources.k8s.common import MapError, resource_list, str_map
 from gpuinsight.sources.k8s.nodes import node_facts
 
@@ -218,7 +219,7 @@ class ClusterState:
         return st
 
     def add_object(self, obj: dict[str, Any], source: str) -> None:
-        kinds = {(k.api_version, k.kind) for k in KINDS}
+        kinds = {(k.api_version, k.kind) for k in OBJECT_KINDS}
         key = (obj.get("apiVersion"), obj.get("kind"))
         if key not in kinds:
             return

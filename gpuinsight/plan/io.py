@@ -29,13 +29,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gpuinsight.actions.model import ACTION_TYPES, EKS_CALLS, PHASES
-from gpuinsight.actions.refs import KINDS
 from gpuinsight.errors import BadInput
 from gpuinsight.plan.kinds import RULE_NAMES, validate_finding
 from gpuinsight.plan.model import Plan, Recommendation
 from gpuinsight.plan.schema import DNS_LABEL, DNS_NAME, LABEL_KEY, LABEL_VALUE, cluster_name, show
 from gpuinsight.plan.schema import resource_list as check_resource_list
+from gpuinsight.plan.vocabulary import ACTION_TYPES, BY_GVK, EKS_CALLS, PHASES
 from gpuinsight.textfile import decode_utf8
 
 REC_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}\Z")
@@ -146,17 +145,14 @@ def check_rule_fields(rec: dict[str, Any], where: str) -> None:
 
 
 # -- actions --------------------------------------------------------------------------------------
-_GVK = {(k.api_version, k.kind): k for k in KINDS}
-
-
 def _ref(ref: Any, where: str) -> tuple[str, str, str | None, str]:
     ref = _object(ref, where)
     _keys(ref, ("apiVersion", "kind", "namespace", "name"), where)
     key = (ref.get("apiVersion"), ref.get("kind"))
-    if not all(isinstance(k, str) for k in key) or key not in _GVK:
+    if not all(isinstance(k, str) for k in key) or key not in BY_GVK:
         raise _bad(f"{where}.kind", f"{show(ref.get('apiVersion'))} {show(ref.get('kind'))} is not a kind "
                                     f"gpuinsight changes")
-    info = _GVK[key]  # type: ignore[index]
+    info = BY_GVK[key]  # type: ignore[index]
     name = _name(ref.get("name"), f"{where}.name")
     ns = ref.get("namespace")
     if info.namespaced:
