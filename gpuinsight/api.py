@@ -502,12 +502,13 @@ class GpuInsight:
             plan = plan if plan is not None else self.plan_to_render()
             return write_report(self, Path(out), plan=plan, png_dir=png_dir, upload=upload, cluster=cluster)
 
-    def export(self, dest: str) -> Iterator[str]:
+    def export(self, dest: str, *, full: bool = False) -> Iterator[str]:
         """Write the warehouse's tables as hive-partitioned Parquet (by cluster and day) to a folder
-        or ``s3://bucket/prefix``; yields a line per table."""
+        or ``s3://bucket/prefix``: the day partitions whose rows changed since they were written
+        there (every one with ``full``); yields a line per table."""
         from gpuinsight.warehouse.export import export_tables
 
-        yield from export_tables(self.wh, dest)
+        yield from export_tables(self.wh, dest, full=full)
 
     @staticmethod
     def simulate(pods: Path, nodes: Path, policy: str, *, seed: int = 42) -> SimulationResult:

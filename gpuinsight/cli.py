@@ -606,11 +606,13 @@ def report(db: Path | None, out: Path, png_dir: Path | None, upload: str | None,
 @main.command()
 @db_option
 @click.option("--to", "dest", required=True, help="Folder or s3://bucket/prefix.")
+@click.option("--full", is_flag=True, help="Write every day partition, not only those whose rows changed.")
 @handle_errors
-def export(db: Path | None, dest: str) -> None:
-    """Write warehouse tables as hive-partitioned Parquet (by cluster and day)."""
+def export(db: Path | None, dest: str, full: bool) -> None:
+    """Write warehouse tables as hive-partitioned Parquet (by cluster and day); a day partition
+    already there with the same rows is left as it is."""
     with open_gi(db, need_data=True) as gi:
-        for line in gi.export(dest):
+        for line in gi.export(dest, full=full):
             click.echo(line)
 
 

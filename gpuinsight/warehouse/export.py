@@ -2,7 +2,11 @@
 and open such a lake again for querying in place.
 
 Rows stream from DuckDB as Arrow record batches into ``pyarrow.dataset.write_dataset``; the
-partitions being written are replaced, so re-exporting the same data is idempotent. For
+partitions being written are replaced, so re-exporting the same data is idempotent. A day
+partition is written only when its rows changed since it was last written there, or its file is
+gone: each (table, cluster) folder holds a manifest (``_gpuinsight_export.json``; readers skip
+files starting with ``_``) with every day's row count and the sum of its rows' hashes, so a daily
+export costs the days a load changed, not the whole history (``full=True`` writes every one). For
 ``s3://bucket/prefix`` the dataset is written to a temporary folder and uploaded with boto3
 (credentials and endpoint come from the usual AWS configuration, e.g. ``AWS_ENDPOINT_URL``);
 objects left in a rewritten partition by an earlier export are deleted, so S3 is idempotent
@@ -15,10 +19,13 @@ GETs), partition columns typed, filters on ``cluster``/``day`` pruning whole fol
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -76,35 +83,143 @@ EXPORT_MEMORY = "1GB"
 EXPORT_WRITERS = 2
 
 
+# the per-(table, cluster) folder file naming each day partition's fingerprint when it was written
+MANIFEST = "_gpuinsight_export.json"
+MANIFEST_FORMAT = 1
+
+
 def _day(day_col: str) -> str:
     """The day partition of a row: its timestamp's date, NO_DAY without one."""
     return f'coalesce(CAST("{day_col}" AS DATE), DATE \'{NO_DAY.isoformat()}\')'
 
 
-def _slices(wh: Warehouse, table: str, day_col: str | None) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
-    """The partition columns and one (WHERE clause, parameters) per partition written in one go.
+@dataclass(frozen=True)
+class Slice:
+    """One (cluster, day) partition written in one go: its WHERE clause and parameters (its
+    partition values), and its fingerprint (``rows:sum of the rows' hashes``)."""
 
-    Day-partitioned tables are written a (cluster, day) at a time: ``write_dataset`` buffers up
-    to a row group per open partition, so one pass over 30 days held 30 of them at once and its
-    memory grew with the window; a day at a time it is one, whatever the window. The parameters
-    of a slice are its partition's values (``cluster`` when the table has one, ``day``).
+    where: str
+    params: dict[str, Any]
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Destination:
+    """What is already at the destination: ``files(folder)`` the names of the files directly in a
+    folder, ``read(path)`` a file's bytes (None when absent); paths relative to the export's
+    root, ``/``-separated."""
+
+    files: Callable[[str], set[str]]
+    read: Callable[[str], bytes | None]
+
+    @classmethod
+    def local(cls, root: Path) -> Destination:
+        def files(folder: str) -> set[str]:
+            path = root / folder
+            return {p.name for p in path.iterdir() if p.is_file()} if path.is_dir() else set()
+
+        def read(rel: str) -> bytes | None:
+            path = root / rel
+            return path.read_bytes() if path.is_file() else None
+
+        return cls(files, read)
+
+
+def _day_slices(wh: Warehouse, table: str, day_col: str, columns: list[str]) -> tuple[list[str], list[Slice]]:
+    """The partition columns of a day-partitioned table and one slice per (cluster, day).
+
+    Such tables are written a (cluster, day) at a time: ``write_dataset`` buffers up to a row
+    group per open partition, so one pass over 30 days held 30 of them at once and its memory
+    grew with the window; a day at a time it is one, whatever the window. The parameters of a
+    slice are its partition's values (``cluster`` when the table has one, ``day``); its
+    fingerprint (the exported ``columns``' rows: their count and the sum of their hashes) comes
+    from the same pass that finds the partitions.
     """
-    cols = wh.columns(table)  # validates the table name against the catalog
-    parts = ["cluster"] if "cluster" in cols else []
-    if not day_col:
-        return parts, [("TRUE", {})]
+    parts = ["cluster"] if "cluster" in wh.columns(table) else []
     day = _day(day_col)
     keys = ", ".join([*[f'"{p}"' for p in parts], f"{day} AS day"])
+    exported = ", ".join(f'"{c}"' for c in columns)
     slices = []
-    for row in wh.con.sql(f'SELECT DISTINCT {keys} FROM "{table}" ORDER BY ALL').fetchall():
-        params: dict[str, Any] = {"day": row[-1]}
-        where = (f"{day} = $day" if row[-1] == NO_DAY else
+    for row in wh.con.sql(f"SELECT {keys}, count(*)::VARCHAR || ':' || sum(hash({exported}))::VARCHAR "
+                          f'FROM "{table}" GROUP BY ALL ORDER BY ALL').fetchall():
+        params: dict[str, Any] = {"day": row[-2]}
+        where = (f"{day} = $day" if row[-2] == NO_DAY else
                  f'"{day_col}" >= $day AND "{day_col}" < $day + INTERVAL 1 DAY')  # the range prunes blocks
         if parts:
             params["cluster"] = row[0]
             where += " AND cluster IS NOT DISTINCT FROM $cluster"
-        slices.append((where, params))
+        slices.append(Slice(where, params, row[-1]))
     return [*parts, "day"], slices
+
+
+def _folder(table: str, parts: list[str], params: dict[str, Any]) -> str:
+    """The hive folder of a partition (``parts``' values in ``params``), relative to the root."""
+    fields = [pa.field("cluster", pa.string()), pa.field("day", pa.date32())]
+    scheme = ds.partitioning(pa.schema([f for f in fields if f.name in parts]), flavor="hive")
+    match = None
+    for name in parts:
+        cond = ds.field(name).is_null() if params[name] is None else ds.field(name) == params[name]
+        match = cond if match is None else match & cond
+    return "/".join(x for x in (table, scheme.format(match)[0] if match is not None else "") if x)
+
+
+def _signature(wh: Warehouse, table: str, columns: list[str]) -> str:
+    """The exported columns and their types: a day written with other columns is written again."""
+    select = ", ".join(f'"{c}"' for c in columns)
+    types = wh.con.sql(f'SELECT {select} FROM "{table}" LIMIT 0').types
+    return hashlib.sha256(repr(list(zip(columns, map(str, types), strict=True))).encode()).hexdigest()[:16]
+
+
+def _to_write(table: str, parts: list[str], slices: list[Slice], signature: str, dest: Destination | None,
+              ) -> tuple[list[Slice], dict[str, dict[str, Any]]]:
+    """The day slices whose partition at ``dest`` is missing or holds other rows (every one
+    without ``dest``), and the manifests of the cluster folders they are in, to be written after
+    them: each names its days' fingerprints, those kept and those about to be written."""
+    folder_parts = [p for p in parts if p != "day"]
+    manifests: dict[str, dict[str, Any]] = {}
+    changed: set[str] = set()
+    todo = []
+    for sl in slices:
+        folder = _folder(table, folder_parts, sl.params)
+        if folder not in manifests:
+            manifests[folder] = {"format": MANIFEST_FORMAT, "table": table, "columns": signature,
+                                 "days": _days_written(dest, folder, signature)}
+        days = manifests[folder]["days"]
+        day = sl.params["day"].isoformat()
+        # written again unless it holds these rows in its one file and nothing else (a file another
+        # writer left beside it would be read as more rows)
+        if dest is None or days.get(day) != sl.fingerprint or \
+                dest.files(_folder(table, parts, sl.params)) != {f"{table}-0.parquet"}:
+            todo.append(sl)
+            days[day] = sl.fingerprint
+            changed.add(folder)
+    return todo, {f: manifests[f] for f in sorted(changed)}
+
+
+def _days_written(dest: Destination | None, folder: str, signature: str) -> dict[str, str]:
+    """The fingerprints a folder's manifest at ``dest`` names, if it was written with these columns
+    (an unreadable or other manifest names none: its days are written again)."""
+    raw = dest.read(f"{folder}/{MANIFEST}") if dest is not None else None
+    if raw is None:
+        return {}
+    try:
+        old = json.loads(raw)
+    except ValueError:
+        return {}
+    if not (isinstance(old, dict) and old.get("format") == MANIFEST_FORMAT and old.get("columns") == signature
+            and isinstance(old.get("days"), dict)):
+        return {}
+    return {str(k): str(v) for k, v in old["days"].items()}
+
+
+def _write_manifest(root: Path, folder: str, manifest: dict[str, Any]) -> None:
+    """Written after the folder's day files, replacing the old one whole (a kill leaves the old one,
+    so the days it names wrongly are written again next time)."""
+    path = root / folder / MANIFEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{MANIFEST}.tmp")
+    tmp.write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, table: str, parts: list[str], columns: list[str],
@@ -117,13 +232,7 @@ def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, table: str, par
     stream's 500,000-row batches instead of one per DuckDB chunk (99 row groups of ~31,000
     rows for a day of 10,000 GPUs): half the CPU and about half the bytes at that size.
     """
-    fields = [pa.field("cluster", pa.string()), pa.field("day", pa.date32())]
-    scheme = ds.partitioning(pa.schema([f for f in fields if f.name in parts]), flavor="hive")
-    match = None
-    for name in parts:
-        cond = ds.field(name).is_null() if params[name] is None else ds.field(name) == params[name]
-        match = cond if match is None else match & cond
-    folder = root / table / scheme.format(match)[0]
+    folder = root / _folder(table, parts, params)
     if folder.is_dir():  # existing_data_behavior="delete_matching", as write_dataset does
         for old in folder.iterdir():
             if old.is_file():
@@ -137,13 +246,13 @@ def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, table: str, par
 
 
 def _write_slices(wh: Warehouse, root: Path, table: str, parts: list[str], columns: list[str],
-                  slices: list[tuple[str, dict[str, Any]]]) -> None:
+                  slices: list[Slice]) -> None:
     """The slices written EXPORT_WRITERS at a time, each from a cursor of its own: DuckDB's scan
     and pyarrow's encoder both release the GIL, so while one slice is encoded the next is read."""
-    def one(where_params: tuple[str, dict[str, Any]]) -> None:
+    def one(sl: Slice) -> None:
         con = wh.con.cursor()
         try:
-            _write_partition(con, root, table, parts, columns, *where_params)
+            _write_partition(con, root, table, parts, columns, sl.where, sl.params)
         finally:
             con.close()
 
@@ -152,47 +261,99 @@ def _write_slices(wh: Warehouse, root: Path, table: str, parts: list[str], colum
             pass
 
 
-def write_local(wh: Warehouse, root: Path) -> Iterator[str]:
+def write_local(wh: Warehouse, root: Path, *, dest: Destination | None = None, full: bool = False) -> Iterator[str]:
+    """Write the tables under ``root``; a day partition only where ``dest`` (what the destination
+    holds; ``root`` itself when None) lacks it or holds other rows, every one with ``full``."""
     root.mkdir(parents=True, exist_ok=True)
+    if dest is None:
+        dest = Destination.local(root)
     with memory_capped(wh, EXPORT_MEMORY):
         for table, day_col in TABLES.items():
             if (rows := wh.count(table)) == 0:
                 continue
-            parts, slices = _slices(wh, table, day_col)
+            cols = wh.columns(table)
             if day_col:
-                columns = [c for c in wh.columns(table) if c not in parts]
+                columns = [c for c in cols if c not in ("cluster", "day")]
+                parts, slices = _day_slices(wh, table, day_col, columns)
+                todo, manifests = _to_write(table, parts, slices, _signature(wh, table, columns),
+                                            None if full else dest)
                 if wh.in_transaction:  # a cursor would not see the transaction's writes
-                    for where, params in slices:
-                        _write_partition(wh.con, root, table, parts, columns, where, params)
+                    for sl in todo:
+                        _write_partition(wh.con, root, table, parts, columns, sl.where, sl.params)
                 else:
-                    _write_slices(wh, root, table, parts, columns, slices)
+                    _write_slices(wh, root, table, parts, columns, todo)
+                for folder, manifest in manifests.items():
+                    _write_manifest(root, folder, manifest)
+                written = f"; {len(todo)} of {len(slices)} day partitions written"
             else:
+                parts = ["cluster"] if "cluster" in cols else []
                 kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
                 if parts:
                     kwargs.update(partitioning=parts, partitioning_flavor="hive")
                 # replaces only the partitions it writes (delete_matching)
                 reader = wh.con.sql(f'SELECT * FROM "{table}"').to_arrow_reader(500_000)
                 ds.write_dataset(reader, root / table, basename_template=f"{table}-{{i}}.parquet", **kwargs)
-            yield f"{table}: {rows:,} rows -> {root / table}" + (f" (by {', '.join(parts)})" if parts else "")
+                written = ""
+            yield (f"{table}: {rows:,} rows -> {root / table}"
+                   + (f" (by {', '.join(parts)}{written})" if parts else ""))
 
 
-def export_tables(wh: Warehouse, dest: str, *, s3_client: Any = None) -> Iterator[str]:
+def export_tables(wh: Warehouse, dest: str, *, s3_client: Any = None, full: bool = False) -> Iterator[str]:
+    """Export to a folder or ``s3://bucket/prefix``: the day partitions that changed since they
+    were written there (every one with ``full``), the tables without days whole."""
     if dest.startswith("s3://"):
         bucket, _, prefix = dest[5:].partition("/")
         if not bucket:
             raise BadInput(f"{dest}: expected s3://bucket/prefix")
+        import boto3
+
+        s3 = s3_client or boto3.client("s3")
+        prefix = prefix.strip("/")
         with tempfile.TemporaryDirectory(prefix="gpuinsight-export-") as tmp:
-            lines = list(write_local(wh, Path(tmp)))
-            n = upload_tree(Path(tmp), bucket, prefix.strip("/"), s3_client)
+            lines = list(write_local(wh, Path(tmp), dest=_s3_destination(s3, bucket, prefix), full=full))
+            n = upload_tree(Path(tmp), bucket, prefix, s3)
         yield from lines
-        yield f"uploaded {n} file(s) to s3://{bucket}/{prefix.strip('/')}"
+        yield f"uploaded {n} file(s) to s3://{bucket}/{prefix}"
         return
-    yield from write_local(wh, Path(dest))
+    yield from write_local(wh, Path(dest), full=full)
+
+
+def _s3_destination(s3: Any, bucket: str, prefix: str) -> Destination:
+    """What the prefix holds: its keys listed once, a manifest fetched when asked for."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    def key(rel: str) -> str:
+        return "/".join(x for x in (prefix, rel) if x)
+
+    try:
+        keys = {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=f"{prefix}/" if prefix else "") for o in page.get("Contents", [])}
+    except (BotoCoreError, ClientError) as exc:
+        raise RuntimeFailure(f"s3://{bucket}/{prefix}: cannot list: {str(exc).splitlines()[0]}") from exc
+
+    def read(rel: str) -> bytes | None:
+        if key(rel) not in keys:
+            return None
+        try:
+            return s3.get_object(Bucket=bucket, Key=key(rel))["Body"].read()
+        except (BotoCoreError, ClientError) as exc:
+            raise RuntimeFailure(f"s3://{bucket}/{key(rel)}: cannot read: {str(exc).splitlines()[0]}") from exc
+
+    in_folder: dict[str, set[str]] = {}
+    for k in keys:
+        folder, _, name = k.rpartition("/")
+        in_folder.setdefault(folder, set()).add(name)
+
+    def files(folder: str) -> set[str]:
+        return in_folder.get(key(folder), set())
+
+    return Destination(files, read)
 
 
 def upload_tree(root: Path, bucket: str, prefix: str, s3_client: Any = None) -> int:
-    """Upload every file under ``root``; then delete what else an earlier export left in the
-    partition folders just written (e.g. a ``-1.parquet`` from a larger earlier export)."""
+    """Upload every file under ``root``, the manifests last (a manifest names days as written only
+    once they are); then delete what else an earlier export left in the partition folders just
+    written (e.g. a ``-1.parquet`` from a larger earlier export)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -201,7 +362,7 @@ def upload_tree(root: Path, bucket: str, prefix: str, s3_client: Any = None) -> 
     written: set[str] = set()
     folders: set[str] = set()
     try:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        for path in sorted((p for p in root.rglob("*") if p.is_file()), key=lambda p: (p.name == MANIFEST, p)):
             key = "/".join(x for x in (prefix, path.relative_to(root).as_posix()) if x)
             s3.upload_file(str(path), bucket, key)
             written.add(key)
