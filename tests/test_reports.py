@@ -697,6 +697,15 @@ def test_cronjob_runs_collect_then_report_and_fails_loudly(tmp_path: Path) -> No
         "collect prometheus", "collect kubernetes", "collect prices", "report --out"]
     assert "--url http://prometheus:9090 --since 7d" in calls[0]
     assert re.search(r"--upload s3://b/p/prod/\d{4}-\d{2}-\d{2}$", calls[3])
+    # the lake: exported after the report when LAKE_S3_URL is set, not otherwise; a failed export fails the job
+    fake.write_text('#!/bin/sh\necho "$*" >> "$LOG"\n[ "$1" = export ] && [ -n "$FAIL_EXPORT" ] && exit 1\nexit 0\n')
+    for lake, fail, code, last in (("", "", 0, "report"), ("s3://lake/gpu", "", 0, "export --to s3://lake/gpu"),
+                                   ("s3://lake/gpu", "1", 1, "export --to s3://lake/gpu")):
+        (tmp_path / "log").unlink()
+        done = subprocess.run(["/bin/sh", "-c", script], env={**env, "LAKE_S3_URL": lake, "FAIL_EXPORT": fail},
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == code, (lake, fail, done.stderr)
+        assert (tmp_path / "log").read_text().splitlines()[-1].startswith(last)
 
 
 def test_vega_bundle_is_built_once_per_vl_convert_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
