@@ -20,39 +20,30 @@ with that tree's package into another empty folder, side by side. The last line:
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from bench.fleet_warehouse import copy_warehouse  # noqa: E402
+from bench.pipeline import run_stage  # noqa: E402
 
 # the tables a day's load adds rows to, and their time columns
 DAY_TABLES = {"gpu_sample_facts": "ts", "gpu_hourly_facts": "hour"}
 
 
-def run(name: str, args: list[str], cwd: Path | None = None) -> dict:
-    """``gpuinsight ARGS`` as a child whose resources are its own (a ``wait4`` on it)."""
-    env = dict(os.environ)
-    if cwd is not None:
-        env["PYTHONPATH"] = str(cwd)
-    code = "import sys; from gpuinsight.cli import main; sys.argv = ['gpuinsight', *sys.argv[1:]]; main()"
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=out, stderr=err, cwd=cwd, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        took = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{name} failed: {err.read().decode()[-2000:]}")
-        text = out.read().decode()
-    samples = next((line for line in text.splitlines() if line.startswith("gpu_samples: ")), "")
-    return {"name": name, "seconds": took, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_gb": usage.ru_maxrss / 1024 / 1024, "gpu_samples": samples.split("(", 1)[-1].rstrip(")")}
+def export_stage(name: str, tree: Path, args: list[str], workdir: Path) -> dict:
+    """``gpuinsight export ARGS`` with the package of source tree ``tree``, as a fresh process
+    (``run_stage``: wall time, CPU, its own peak RSS); with what it says of ``gpu_samples``."""
+    code = (f"import sys; sys.path.insert(0, {str(tree)!r}); from gpuinsight.cli import main; "
+            "sys.argv = ['gpuinsight', *sys.argv[1:]]; main()")
+    r = run_stage(name, [sys.executable, "-c", code, "export", *args], workdir)
+    said = next((line for line in r["stdout"].splitlines() if line.startswith("gpu_samples: ")), "")
+    return {**r, "name": name, "gpu_samples": said.split("(", 1)[-1].rstrip(")")}
 
 
 def main() -> None:
@@ -61,11 +52,9 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, help="where the copy and the lakes go (default: a temporary folder)")
     ap.add_argument("--baseline-code", type=Path, help="another source tree whose first export is timed beside")
     a = ap.parse_args()
-    here = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="gpuinsight-export-bench-", dir=a.workdir) as tmp:
         work = Path(tmp)
-        db = work / "copy.duckdb"
-        shutil.copyfile(a.warehouse, db)
+        db = copy_warehouse(a.warehouse, work / "copy.duckdb")
         con = duckdb.connect(str(db))
         gpus = con.execute("SELECT count(DISTINCT (cluster, gpu_uuid)) FROM gpu_keys").fetchall()[0][0]
         last = con.execute("SELECT max(ts)::DATE FROM gpu_sample_facts").fetchall()[0][0]
@@ -77,22 +66,22 @@ def main() -> None:
         print(f"warehouse: {a.warehouse} ({gpus:,} GPUs); the day taken out and added back: {last}", flush=True)
         rows = []
         if a.baseline_code:
-            rows.append(run("baseline: first export", ["export", "--db", str(db), "--to", str(work / "lake-baseline")],
-                            cwd=a.baseline_code))
-        lake = str(work / "lake")
-        rows.append(run("first export (empty folder)", ["export", "--db", str(db), "--to", lake], cwd=here))
-        rows.append(run("again, nothing changed", ["export", "--db", str(db), "--to", lake], cwd=here))
+            rows.append(export_stage("baseline: first export", a.baseline_code.resolve(),
+                                     ["--db", str(db), "--to", str(work / "lake-baseline")], work))
+        lake = ["--db", str(db), "--to", str(work / "lake")]
+        rows.append(export_stage("first export (empty folder)", HERE.parent, lake, work))
+        rows.append(export_stage("again, nothing changed", HERE.parent, lake, work))
         con = duckdb.connect(str(db))
         for table in DAY_TABLES:
             con.execute(f"INSERT INTO {table} SELECT * FROM last_day_{table}")
             con.execute(f"DROP TABLE last_day_{table}")
         con.execute("CHECKPOINT")
         con.close()
-        rows.append(day := run("after the day's rows are added", ["export", "--db", str(db), "--to", lake], cwd=here))
-        rows.append(run("--full", ["export", "--db", str(db), "--to", lake, "--full"], cwd=here))
+        rows.append(day := export_stage("after the day's rows are added", HERE.parent, lake, work))
+        rows.append(export_stage("--full", HERE.parent, [*lake, "--full"], work))
     print(f"{'export':34s} {'seconds':>8s} {'CPU s':>7s} {'peak RSS':>9s}  gpu_samples")
     for r in rows:
-        print(f"{r['name']:34s} {r['seconds']:8.1f} {r['cpu_s']:7.1f} {r['peak_gb']:7.2f} GB  {r['gpu_samples']}")
+        print(f"{r['name']:34s} {r['seconds']:8.1f} {r['cpu_s']:7.1f} {r['peak_mb'] / 1024:7.2f} GB  {r['gpu_samples']}")
     first = next(r for r in rows if r["name"].startswith("first"))
     print(f"export: {gpus:,} GPUs, a day's export: {day['seconds']:.1f} s, {day['cpu_s']:.1f} CPU-s "
           f"= {100 * day['cpu_s'] / first['cpu_s']:.1f} % of the first export's CPU ({first['cpu_s']:.1f} CPU-s)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -248,6 +249,16 @@ def load_fleet(g: GpuInsight, files: FleetFiles, *, mode: str = "append", on_bat
         for table, n in report.rows.items():
             rows[f"kubectl:{table}"] = n
     return rows
+
+
+def copy_warehouse(src: Path, dest: Path) -> Path:
+    """A copy of a warehouse file with its write-ahead log, when it has one (the log holds
+    committed writes not yet checkpointed into the file)."""
+    shutil.copyfile(src, dest)
+    wal = src.with_name(src.name + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, dest.with_name(dest.name + ".wal"))
+    return dest
 
 
 def open_for(db: Path, files: FleetFiles) -> GpuInsight:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -166,10 +165,9 @@ def main() -> None:
             if a.baseline_code:
                 # on a copy of the loaded warehouse: each code starts from the same file (a stage
                 # run on the warehouse the other code just rebuilt pays to replace its models)
-                base_db = tmp / "baseline-models.duckdb"
-                shutil.copyfile(db, base_db)
-                if db.with_name(db.name + ".wal").exists():
-                    shutil.copyfile(db.with_name(db.name + ".wal"), base_db.with_name(base_db.name + ".wal"))
+                from bench.fleet_warehouse import copy_warehouse
+
+                base_db = copy_warehouse(db, tmp / "baseline-models.duckdb")
                 b = run_stage("models-baseline", [sys.executable, str(a.baseline_code / "bench" / "pipeline.py"),
                                                   "--db", str(base_db), "--files", str(root), "--stage", "models"], tmp)
                 b["rows"] = json.loads(b["stdout"].strip().splitlines()[-1])["rows"]

@@ -125,8 +125,8 @@ class Destination:
         return cls(files, read)
 
 
-def _day_slices(wh: Warehouse, table: str, day_col: str, columns: list[str]) -> tuple[list[str], list[Slice]]:
-    """The partition columns of a day-partitioned table and one slice per (cluster, day).
+def _day_slices(wh: Warehouse, table: str, day_col: str, parts: list[str], columns: list[str]) -> list[Slice]:
+    """One slice per partition of a day-partitioned table (``parts``: its partition columns).
 
     Such tables are written a (cluster, day) at a time: ``write_dataset`` buffers up to a row
     group per open partition, so one pass over 30 days held 30 of them at once and its memory
@@ -135,9 +135,8 @@ def _day_slices(wh: Warehouse, table: str, day_col: str, columns: list[str]) -> 
     fingerprint (the exported ``columns``' rows: their count and the sum of their hashes) comes
     from the same pass that finds the partitions.
     """
-    parts = ["cluster"] if "cluster" in wh.columns(table) else []
     day = _day(day_col)
-    keys = ", ".join([*[f'"{p}"' for p in parts], f"{day} AS day"])
+    keys = ", ".join([f'"{p}"' if p != "day" else f"{day} AS day" for p in parts])
     exported = ", ".join(f'"{c}"' for c in columns)
     slices = []
     for row in wh.con.sql(f"SELECT {keys}, count(*)::VARCHAR || ':' || sum(hash({exported}))::VARCHAR "
@@ -145,11 +144,11 @@ def _day_slices(wh: Warehouse, table: str, day_col: str, columns: list[str]) -> 
         params: dict[str, Any] = {"day": row[-2]}
         where = (f"{day} = $day" if row[-2] == NO_DAY else
                  f'"{day_col}" >= $day AND "{day_col}" < $day + INTERVAL 1 DAY')  # the range prunes blocks
-        if parts:
+        if "cluster" in parts:
             params["cluster"] = row[0]
             where += " AND cluster IS NOT DISTINCT FROM $cluster"
         slices.append(Slice(where, params, row[-1]))
-    return [*parts, "day"], slices
+    return slices
 
 
 def _folder(table: str, parts: list[str], params: dict[str, Any]) -> str:
@@ -271,10 +270,12 @@ def write_local(wh: Warehouse, root: Path, *, dest: Destination | None = None, f
         for table, day_col in TABLES.items():
             if (rows := wh.count(table)) == 0:
                 continue
-            cols = wh.columns(table)
+            cols = wh.columns(table)  # validates the table name against the catalog
+            parts = ["cluster"] if "cluster" in cols else []
             if day_col:
-                columns = [c for c in cols if c not in ("cluster", "day")]
-                parts, slices = _day_slices(wh, table, day_col, columns)
+                parts.append("day")
+                columns = [c for c in cols if c not in parts]
+                slices = _day_slices(wh, table, day_col, parts, columns)
                 todo, manifests = _to_write(table, parts, slices, _signature(wh, table, columns),
                                             None if full else dest)
                 if wh.in_transaction:  # a cursor would not see the transaction's writes
@@ -286,7 +287,6 @@ def write_local(wh: Warehouse, root: Path, *, dest: Destination | None = None, f
                     _write_manifest(root, folder, manifest)
                 written = f"; {len(todo)} of {len(slices)} day partitions written"
             else:
-                parts = ["cluster"] if "cluster" in cols else []
                 kwargs: dict[str, Any] = {"format": "parquet", "existing_data_behavior": "delete_matching"}
                 if parts:
                     kwargs.update(partitioning=parts, partitioning_flavor="hive")
